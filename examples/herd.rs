@@ -1,0 +1,244 @@
+//! A thundering herd on one hot key, once per strategy.
+//!
+//! Steady open-loop load (a fixed request rate, whatever the latency) hits one key whose
+//! value is fresh for a short window, so it expires several times during the run. Each
+//! strategy runs the same load against a slow origin and reports what the origin and the
+//! callers saw:
+//!
+//! ```text
+//! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50 --fresh-ms 500
+//! ```
+use stampede::{Cache, Policy};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+struct Settings {
+    rate: u64,
+    duration: Duration,
+    origin_latency: Duration,
+    fresh: Duration,
+}
+
+const USAGE: &str =
+    "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--fresh-ms MS]
+  --rate        requests per second on the hot key (default 2000)
+  --duration    seconds of load per strategy (default 3)
+  --origin-ms   origin latency in milliseconds (default 50)
+  --fresh-ms    how long a value is fresh, in milliseconds (default 500)";
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
+    let mut settings = Settings {
+        rate: 2_000,
+        duration: Duration::from_secs(3),
+        origin_latency: Duration::from_millis(50),
+        fresh: Duration::from_millis(500),
+    };
+    let mut args = args.peekable();
+    while let Some(flag) = args.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(String::new());
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number = |what: &str| -> Result<u64, String> {
+            match value.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!(
+                    "{flag} takes a whole number of {what} above zero, not `{value}`"
+                )),
+            }
+        };
+        match flag.as_str() {
+            "--rate" => settings.rate = number("requests per second")?,
+            "--duration" => settings.duration = Duration::from_secs(number("seconds")?),
+            "--origin-ms" => {
+                settings.origin_latency = Duration::from_millis(number("milliseconds")?)
+            }
+            "--fresh-ms" => settings.fresh = Duration::from_millis(number("milliseconds")?),
+            other => return Err(format!("unknown flag `{other}`")),
+        }
+    }
+    Ok(settings)
+}
+
+/// The slow origin: counts calls and how many run at once.
+#[derive(Default)]
+struct Database {
+    calls: AtomicUsize,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+}
+
+impl Database {
+    async fn load_profile(&self, latency: Duration) -> Result<u64, stampede::Error> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) as u64;
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(latency).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(call)
+    }
+}
+
+const KEY: &str = "profile:42";
+
+struct Strategy {
+    name: &'static str,
+    policy: Policy,
+}
+
+fn strategies(fresh: Duration) -> Vec<Strategy> {
+    let base = || Policy::builder("herd").fresh(fresh);
+    let build = |b: stampede::PolicyBuilder| b.build().expect("the herd policies are valid");
+    vec![
+        Strategy {
+            name: "no protection",
+            policy: build(base().coalesce(false)),
+        },
+        Strategy {
+            name: "coalescing",
+            policy: build(base()),
+        },
+        Strategy {
+            name: "coalescing + stale window",
+            policy: build(base().stale(fresh)),
+        },
+        Strategy {
+            name: "coalescing + XFetch",
+            policy: build(base().xfetch(1.0)),
+        },
+    ]
+}
+
+struct Row {
+    requests: usize,
+    origin_calls: usize,
+    max_concurrent: usize,
+    p50: Duration,
+    p99: Duration,
+    stale_served: u64,
+}
+
+async fn run(settings: &Settings, policy: Policy) -> Row {
+    let cache: Cache<&'static str, u64> = Cache::new(policy);
+    let db = Arc::new(Database::default());
+    // Warm the key first: the table is about expiries under load, not the cold start.
+    let warm = db.clone();
+    let latency = settings.origin_latency;
+    let _ = cache
+        .load(KEY, move || async move { warm.load_profile(latency).await })
+        .await;
+    let warm_calls = db.calls.load(Ordering::SeqCst);
+    let (latencies_tx, mut latencies_rx) = tokio::sync::mpsc::unbounded_channel();
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut owed = 0.0;
+    let per_tick = settings.rate as f64 / 1_000.0;
+    let mut requests = 0;
+    while started.elapsed() < settings.duration {
+        tick.tick().await;
+        owed += per_tick;
+        while owed >= 1.0 {
+            owed -= 1.0;
+            requests += 1;
+            let (cache, db, tx, latency) = (
+                cache.clone(),
+                db.clone(),
+                latencies_tx.clone(),
+                settings.origin_latency,
+            );
+            tokio::spawn(async move {
+                let asked = Instant::now();
+                let answer = cache
+                    .load(KEY, move || async move { db.load_profile(latency).await })
+                    .await;
+                let _ = tx.send((asked.elapsed(), answer.is_ok()));
+            });
+        }
+    }
+    drop(latencies_tx);
+    let mut latencies = Vec::with_capacity(requests);
+    while let Some((latency, _ok)) = latencies_rx.recv().await {
+        latencies.push(latency);
+    }
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    Row {
+        requests,
+        origin_calls: db.calls.load(Ordering::SeqCst) - warm_calls,
+        max_concurrent: db.max_running.load(Ordering::SeqCst),
+        p50: at(0.50),
+        p99: at(0.99),
+        stale_served: cache.stats().stale_hits,
+    }
+}
+
+fn main() -> ExitCode {
+    let settings = match parse(std::env::args().skip(1)) {
+        Ok(settings) => settings,
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("herd: {message}");
+            }
+            eprintln!("{USAGE}");
+            return if message.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("herd: cannot start the Tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // With coalescing a value lives fresh + one reload, so that is the expiry period.
+    let period = settings.fresh + settings.origin_latency;
+    let expiries = (settings.duration.as_secs_f64() / period.as_secs_f64())
+        .floor()
+        .max(1.0);
+    println!(
+        "one hot key, {} req/s for {:?}, origin {:?}, fresh {:?} (about {:.0} expiries; rate × latency = {:.0} callers per expiry)\n",
+        settings.rate,
+        settings.duration,
+        settings.origin_latency,
+        settings.fresh,
+        expiries,
+        settings.rate as f64 * settings.origin_latency.as_secs_f64(),
+    );
+    println!(
+        "{:<27} {:>9} {:>13} {:>11} {:>15} {:>10} {:>10} {:>13}",
+        "strategy",
+        "requests",
+        "origin calls",
+        "per expiry",
+        "max concurrent",
+        "p50",
+        "p99",
+        "stale served"
+    );
+    for strategy in strategies(settings.fresh) {
+        let row = runtime.block_on(run(&settings, strategy.policy));
+        println!(
+            "{:<27} {:>9} {:>13} {:>11.1} {:>15} {:>10} {:>10} {:>13}",
+            strategy.name,
+            row.requests,
+            row.origin_calls,
+            row.origin_calls as f64 / expiries,
+            row.max_concurrent,
+            format!("{:.2?}", row.p50),
+            format!("{:.2?}", row.p99),
+            row.stale_served,
+        );
+    }
+    ExitCode::SUCCESS
+}

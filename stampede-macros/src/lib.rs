@@ -1,0 +1,2 @@
+//! The `#[cached]` attribute of stampede (arrives with the macro issue).
+#![forbid(unsafe_code)]

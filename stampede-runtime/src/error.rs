@@ -1,0 +1,59 @@
+//! Failures the framework itself causes. Errors of the origin are the caller's own type.
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A failure caused by stampede, not by the origin.
+///
+/// Fallible cached functions receive it as `E::from(stampede::Error)` (or through
+/// `map_error`), so a caller can tell a slow or broken cache from a broken database.
+///
+/// ```
+/// use std::time::Duration;
+/// let err = stampede_runtime::Error::Timeout { cache: "user-profile".into(), after: Duration::from_millis(250) };
+/// assert_eq!(err.to_string(), "cache `user-profile`: no value within the caller's deadline of 250ms");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller's deadline passed before a value was ready. In detached mode the shared
+    /// origin call goes on and still fills the cache.
+    Timeout {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// The origin panicked inside a detached flight; every waiter of that flight gets this
+    /// error, and the next call starts a new flight.
+    OriginPanicked {
+        /// The cache's name.
+        cache: Arc<str>,
+    },
+    /// The task running a detached flight was cancelled before it finished, which happens
+    /// when the async runtime shuts down under it.
+    Aborted {
+        /// The cache's name.
+        cache: Arc<str>,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Timeout { cache, after } => write!(
+                f,
+                "cache `{cache}`: no value within the caller's deadline of {after:?}"
+            ),
+            Error::OriginPanicked { cache } => {
+                write!(f, "cache `{cache}`: the origin panicked while loading")
+            }
+            Error::Aborted { cache } => write!(
+                f,
+                "cache `{cache}`: the loading task was cancelled before it finished"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,35 @@
+//! The engine behind stampede: a cache whose misses load through an origin once per key,
+//! that serves stale values while one refresh runs, and refreshes hot keys early (XFetch).
+//!
+//! Users normally reach it through the `stampede` facade and its `#[cached]` attribute;
+//! [`Cache`] is the same engine without the macro.
+//!
+//! | | [`Cache::load`] (detached) | [`Cache::load_inline`] (inline with takeover) |
+//! |---|---|---|
+//! | for origins that | own everything (`'static + Send`) | borrow (`&self`, `&PgPool`) |
+//! | the leader's origin runs | as its own Tokio task | in the leading caller's task |
+//! | a waiting caller times out or is dropped | the load goes on and fills the cache | the load goes on and fills the cache |
+//! | the leading caller times out or is dropped | the load goes on and fills the cache | its origin call stops; one waiter takes over |
+//! | the origin panics | every waiter gets `Error::OriginPanicked` | the panic reaches the leader's caller; one waiter takes over |
+//! | stale-window and XFetch refresh | in the background; every caller gets the current value | in the caller that triggers it; every other caller gets the current value |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod clock;
+mod envelope;
+mod error;
+mod flight;
+#[cfg(test)]
+mod flight_tests;
+mod loader;
+mod policy;
+mod stats;
+mod store;
+mod sync;
+pub mod xfetch;
+
+pub use clock::Clock;
+pub use error::Error;
+pub use loader::{Cache, CacheBuilder};
+pub use policy::{Policy, PolicyBuilder, PolicyError};
+pub use stats::Stats;

@@ -1,0 +1,602 @@
+//! The path of one call, and the only module that knows the order of its steps:
+//!
+//! ```text
+//! lookup -> Fresh -> (XFetch says refresh early? start one refresh) -> value
+//!        -> Stale -> start one refresh -> stale value
+//!        -> Expired or absent -> join the key's flight, within the caller's deadline
+//!              waiter -> the leader's outcome (or take over if the leader was dropped)
+//!              leader -> re-check the store -> origin -> publish (store, then wake waiters)
+//! ```
+//!
+//! Two leader modes (DESIGN.md decision 1): [`Cache::load`] runs the origin as its own task,
+//! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
+//! the leading caller's task, for origins that borrow, and a waiter takes over when that
+//! caller goes away.
+use crate::clock::{Clock, Instant};
+use crate::envelope::{Envelope, State};
+use crate::error::Error;
+use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::policy::Policy;
+use crate::stats::{Counters, Stats};
+use crate::store::memory::MemoryStore;
+use crate::xfetch;
+use futures_util::FutureExt;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A cache whose misses load through a caller-supplied origin, once per key at a time.
+///
+/// `E` is the error type of fallible origins; framework failures reach callers as
+/// `E::from(stampede::Error)` (see [`Cache::with_error_map`] where `From` cannot be written).
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::{Cache, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let policy = Policy::builder("square").fresh(Duration::from_secs(60)).build().unwrap();
+/// let cache: Cache<u64, u64> = Cache::new(policy);
+/// let value = cache.load(12, || async { Ok(12 * 12) }).await.unwrap();
+/// assert_eq!(value, 144);
+/// // Served from memory; the origin is not called again.
+/// let again = cache.load(12, || async { unreachable!() }).await.unwrap();
+/// assert_eq!((again, cache.stats().origin_calls), (144, 1));
+/// # }
+/// ```
+pub struct Cache<K, V, E = Error> {
+    inner: Arc<Inner<K, V, E>>,
+}
+
+/// Builds a [`Cache`] with settings beyond its [`Policy`].
+#[must_use]
+pub struct CacheBuilder<K, V, E> {
+    policy: Policy,
+    clock: Clock,
+    map_error: fn(Error) -> E,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V, E> CacheBuilder<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Framework failures reach callers as `map_error(stampede::Error)`.
+    pub fn new(policy: Policy, map_error: fn(Error) -> E) -> Self {
+        CacheBuilder {
+            policy,
+            clock: Clock::default(),
+            map_error,
+            types: PhantomData,
+        }
+    }
+
+    /// Where the cache reads the time (default [`Clock::system`]).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The cache.
+    pub fn build(self) -> Cache<K, V, E> {
+        Cache {
+            inner: Arc::new(Inner {
+                store: MemoryStore::new(&self.policy),
+                policy: self.policy,
+                clock: self.clock,
+                flights: Arc::new(Flights::new()),
+                counters: Counters::default(),
+                generation: AtomicU64::new(0),
+                map_error: self.map_error,
+            }),
+        }
+    }
+}
+
+struct Inner<K, V, E> {
+    policy: Policy,
+    clock: Clock,
+    store: MemoryStore<K, V>,
+    flights: Arc<Flights<K, Result<V, E>>>,
+    counters: Counters,
+    generation: AtomicU64,
+    map_error: fn(Error) -> E,
+}
+
+impl<K, V, E> Clone for Cache<K, V, E> {
+    fn clone(&self) -> Self {
+        Cache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K, V, E> fmt::Debug for Cache<K, V, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("name", self.inner.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, E> Cache<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// A cache whose callers receive framework failures as `E::from(stampede::Error)`.
+    pub fn new(policy: Policy) -> Self
+    where
+        E: From<Error>,
+    {
+        Self::builder(policy).build()
+    }
+
+    /// A cache whose callers receive framework failures as `map_error(stampede::Error)`.
+    pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self {
+        CacheBuilder::new(policy, map_error).build()
+    }
+
+    /// A builder for settings beyond the policy (the clock).
+    pub fn builder(policy: Policy) -> CacheBuilder<K, V, E>
+    where
+        E: From<Error>,
+    {
+        CacheBuilder::new(policy, E::from)
+    }
+
+    /// The policy this cache was built with.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.snapshot(self.inner.flights.len())
+    }
+
+    /// The value cached for `key` if it may still be served (fresh or stale), without
+    /// loading or counting.
+    pub fn peek(&self, key: &K) -> Option<V> {
+        let envelope = self.inner.store.get(key)?;
+        (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
+    }
+
+    /// Drops `key`'s value. A load of `key` already running still answers its waiters but
+    /// does not store its result, which was computed before the invalidation.
+    pub fn invalidate(&self, key: &K) {
+        self.inner.flights.forget(key);
+        self.inner.store.invalidate(key);
+    }
+
+    /// Drops every value, with the same rule for running loads as [`Cache::invalidate`].
+    pub fn invalidate_all(&self) {
+        self.inner.flights.forget_all();
+        self.inner.store.invalidate_all();
+    }
+
+    /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
+    ///
+    /// **Detached mode**: the origin runs as its own Tokio task. A caller that times out or
+    /// is dropped never cancels work others wait for, and the result still fills the cache.
+    /// Stale-window and XFetch refreshes run in the background. A panicking origin gives
+    /// every waiter [`Error::OriginPanicked`]. Outside a Tokio runtime it behaves like
+    /// [`Cache::load_inline`].
+    pub async fn load<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let seen = match inner.store.get(&key) {
+            // The hit path: a lookup and a timestamp compare; the value moves out.
+            Some(current) => match current.state(now) {
+                State::Fresh => {
+                    inner.count_hit(&current);
+                    if inner.refresh_early(&current, now) {
+                        Box::pin(self.refresh_detached(key, &current, origin, true)).await;
+                    }
+                    return Ok(current.value);
+                }
+                State::Stale => {
+                    inner.counters.stale_hits.bump();
+                    Box::pin(self.refresh_detached(key, &current, origin, false)).await;
+                    return Ok(current.value);
+                }
+                State::Expired => Some(current.generation),
+            },
+            None => None,
+        };
+        inner.counters.misses.bump();
+        // Boxed: the miss path's state stays off the stack of every hit.
+        Box::pin(inner.within_deadline(&key, self.miss_detached(key.clone(), seen, origin))).await
+    }
+
+    /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
+    ///
+    /// **Inline mode with takeover**, for origins that borrow: the leading caller runs the
+    /// origin in its own task. If that caller is dropped (say, by its deadline) or panics,
+    /// one waiter takes over and calls the origin. A stale-window or XFetch refresh runs in
+    /// the caller that triggers it, while every other caller keeps getting the current
+    /// value.
+    pub async fn load_inline<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let seen = match inner.store.get(&key) {
+            Some(current) => match current.state(now) {
+                State::Fresh => {
+                    inner.count_hit(&current);
+                    if !inner.refresh_early(&current, now) {
+                        return Ok(current.value);
+                    }
+                    return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
+                }
+                State::Stale => {
+                    inner.counters.stale_hits.bump();
+                    return Box::pin(self.refresh_inline(key, &current, origin, false)).await;
+                }
+                State::Expired => Some(current.generation),
+            },
+            None => None,
+        };
+        inner.counters.misses.bump();
+        Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
+    }
+
+    async fn miss_detached<F, Fut>(&self, key: K, seen: Option<u64>, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        if !inner.policy.coalesce() {
+            return run_detached(inner.clone(), key, None, origin).await;
+        }
+        let leader = match inner.lead_or_wait(&key).await {
+            Turn::Lead(leader) => leader,
+            Turn::Answered(shared) => return shared,
+        };
+        if let Some(value) = inner.stored_since(&key, seen) {
+            leader.settle(Ok(value.clone()), |_| {});
+            return Ok(value);
+        }
+        let waiter = leader.waiter();
+        match spawn(run_detached(inner.clone(), key, Some(leader), origin)) {
+            Ok(()) => match waiter.await {
+                Outcome::Done(shared) => shared,
+                Outcome::Abandoned => Err(inner.fail(Error::Aborted {
+                    cache: inner.policy.name().clone(),
+                })),
+            },
+            Err(task) => task.await,
+        }
+    }
+
+    async fn miss_inline<F, Fut>(&self, key: K, seen: Option<u64>, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        let inner = &self.inner;
+        if !inner.policy.coalesce() {
+            return inner.run_inline(key, None, origin).await;
+        }
+        let leader = match inner.lead_or_wait(&key).await {
+            Turn::Lead(leader) => leader,
+            Turn::Answered(shared) => return shared,
+        };
+        if let Some(value) = inner.stored_since(&key, seen) {
+            leader.settle(Ok(value.clone()), |_| {});
+            return Ok(value);
+        }
+        inner.run_inline(key, Some(leader), origin).await
+    }
+
+    /// Starts one refresh of `current` in the background, unless one is running.
+    async fn refresh_detached<F, Fut>(&self, key: K, current: &Envelope<V>, origin: F, early: bool)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let Some(leader) = inner.lead_refresh(&key, current) else {
+            return;
+        };
+        if early {
+            inner.counters.early_refreshes.bump();
+        }
+        if let Err(task) = spawn(run_detached(inner.clone(), key, leader, origin)) {
+            let _ = task.await;
+        }
+    }
+
+    /// Refreshes `current` in this caller, unless a refresh is running; a refresh that
+    /// fails or overruns the deadline leaves `current` as the answer.
+    async fn refresh_inline<F, Fut>(
+        &self,
+        key: K,
+        current: &Envelope<V>,
+        origin: F,
+        early: bool,
+    ) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        let inner = &self.inner;
+        let Some(leader) = inner.lead_refresh(&key, current) else {
+            return Ok(current.value.clone());
+        };
+        if early {
+            inner.counters.early_refreshes.bump();
+        }
+        let refresh = inner.run_inline(key, leader, origin);
+        let refreshed = match inner.policy.timeout() {
+            Some(limit) => tokio::time::timeout(limit, refresh).await.ok(),
+            None => Some(refresh.await),
+        };
+        match refreshed {
+            Some(Ok(value)) => Ok(value),
+            _ => Ok(current.value.clone()),
+        }
+    }
+}
+
+type SharedLeader<K, V, E> = Leader<K, Result<V, E>>;
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn fail(&self, error: Error) -> E {
+        (self.map_error)(error)
+    }
+
+    fn count_hit(&self, envelope: &Envelope<V>) {
+        if envelope.rearmed {
+            self.counters.stale_hits.bump();
+        } else {
+            self.counters.fresh_hits.bump();
+        }
+    }
+
+    fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
+        match self.policy.xfetch_beta() {
+            // A fallback served by the fail-safe waits for its throttle, not for XFetch.
+            Some(beta) if !envelope.rearmed => xfetch::should_refresh_early(
+                envelope.fresh_until.saturating_duration_since(now),
+                envelope.delta,
+                beta,
+                xfetch::draw_u(),
+            ),
+            _ => false,
+        }
+    }
+
+    /// Joins `key`'s flight until this caller either leads it or has the leader's answer.
+    async fn lead_or_wait(&self, key: &K) -> Turn<K, V, E> {
+        loop {
+            match self.flights.join(key) {
+                Join::Leader(leader) => return Turn::Lead(leader),
+                Join::Waiter(waiter) => {
+                    self.counters.coalesced.bump();
+                    match waiter.await {
+                        Outcome::Done(shared) => return Turn::Answered(shared),
+                        // The leader was dropped: join again; the first back leads.
+                        Outcome::Abandoned => continue,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this caller should refresh `current`: `Some(leader)` (or `Some(None)` when
+    /// coalescing is off), `None` when someone else is on it or has just finished.
+    fn lead_refresh(
+        &self,
+        key: &K,
+        current: &Envelope<V>,
+    ) -> Option<Option<SharedLeader<K, V, E>>> {
+        if !self.policy.coalesce() {
+            return Some(None);
+        }
+        let Join::Leader(leader) = self.flights.join(key) else {
+            return None;
+        };
+        match self.stored_since(key, Some(current.generation)) {
+            Some(value) => {
+                leader.settle(Ok(value), |_| {});
+                None
+            }
+            None => Some(Some(leader)),
+        }
+    }
+
+    /// A fresh value stored after the write `seen` (or any, with `None`). A caller that
+    /// read the store and then became leader after another flight settled takes it instead
+    /// of calling the origin a second time.
+    fn stored_since(&self, key: &K, seen: Option<u64>) -> Option<V> {
+        let current = self.store.get(key)?;
+        let newer = seen.is_none_or(|generation| current.generation > generation);
+        (newer && current.state(self.clock.now()) == State::Fresh).then(|| current.value.clone())
+    }
+
+    /// Calls the origin in this task. A panic or cancellation here drops `leader`
+    /// unsettled, and a waiter takes over.
+    async fn run_inline<F, Fut>(
+        &self,
+        key: K,
+        leader: Option<SharedLeader<K, V, E>>,
+        origin: F,
+    ) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        self.counters.origin_calls.bump();
+        let started = self.clock.precise();
+        let result = origin().await;
+        self.publish(
+            key,
+            leader,
+            result,
+            self.clock
+                .precise()
+                .saturating_duration_since(started)
+                .as_secs_f64(),
+        )
+    }
+
+    /// Stores a success, or re-arms the last value when the fail-safe allows, then hands
+    /// the outcome to the flight's waiters. Errors are never stored.
+    fn publish(
+        &self,
+        key: K,
+        leader: Option<SharedLeader<K, V, E>>,
+        result: Result<V, E>,
+        delta: f64,
+    ) -> Result<V, E> {
+        let now = self.clock.now();
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let (shared, envelope) = match result {
+            Ok(value) => {
+                let envelope = Envelope::fill(
+                    value.clone(),
+                    now,
+                    &self.policy,
+                    delta,
+                    generation,
+                    fastrand::f64(),
+                );
+                (Ok(value), Some(envelope))
+            }
+            Err(error) => {
+                self.counters.refresh_errors.bump();
+                match self.fallback(&key, now) {
+                    Some(last) => {
+                        self.counters.fallbacks.bump();
+                        let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
+                        rearmed.generation = generation;
+                        (Ok(last.value.clone()), Some(rearmed))
+                    }
+                    None => (Err(error), None),
+                }
+            }
+        };
+        let store = |key| {
+            if let Some(envelope) = envelope {
+                self.store.insert(key, envelope);
+            }
+        };
+        match leader {
+            Some(leader) => leader.settle(shared.clone(), store),
+            None => store(key),
+        }
+        shared
+    }
+
+    /// The last value, when `stale_if_error` lets it stand in for a failing origin.
+    fn fallback(&self, key: &K, now: Instant) -> Option<Envelope<V>> {
+        self.policy.stale_if_error()?;
+        self.store.get(key).filter(|last| now < last.keep_until)
+    }
+
+    /// Bounds a miss by the policy's deadline. A caller whose deadline passes gets the
+    /// fail-safe value if there is one, else [`Error::Timeout`]; in detached mode the load
+    /// goes on without it.
+    async fn within_deadline(
+        &self,
+        key: &K,
+        miss: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, E> {
+        let Some(limit) = self.policy.timeout() else {
+            return miss.await;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            // Tokio's timer needs a runtime; without one the deadline cannot be kept.
+            return miss.await;
+        }
+        match tokio::time::timeout(limit, miss).await {
+            Ok(shared) => shared,
+            Err(_elapsed) => {
+                self.counters.timeouts.bump();
+                match self.fallback(key, self.clock.now()) {
+                    Some(last) => {
+                        self.counters.stale_hits.bump();
+                        Ok(last.value.clone())
+                    }
+                    None => Err(self.fail(Error::Timeout {
+                        cache: self.policy.name().clone(),
+                        after: limit,
+                    })),
+                }
+            }
+        }
+    }
+}
+
+/// What joining a flight came to.
+enum Turn<K: Hash + Eq, V: Clone, E: Clone> {
+    Lead(SharedLeader<K, V, E>),
+    Answered(Result<V, E>),
+}
+
+/// Runs a detached flight: the origin, with its panic caught and shared as an error, then
+/// publishing. Owns everything, so it can be its own task.
+async fn run_detached<K, V, E, F, Fut>(
+    inner: Arc<Inner<K, V, E>>,
+    key: K,
+    leader: Option<SharedLeader<K, V, E>>,
+    origin: F,
+) -> Result<V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<V, E>>,
+{
+    inner.counters.origin_calls.bump();
+    let started = inner.clock.precise();
+    let result = match AssertUnwindSafe(async move { origin().await })
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(_panic) => Err(inner.fail(Error::OriginPanicked {
+            cache: inner.policy.name().clone(),
+        })),
+    };
+    let delta = inner.clock.precise().saturating_duration_since(started);
+    inner.publish(key, leader, result, delta.as_secs_f64())
+}
+
+/// Runs `task` as its own Tokio task, or hands it back when there is no runtime to run it.
+fn spawn<T>(task: T) -> Result<(), T>
+where
+    T: Future + Send + 'static,
+    T::Output: Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            drop(runtime.spawn(task));
+            Ok(())
+        }
+        Err(_) => Err(task),
+    }
+}

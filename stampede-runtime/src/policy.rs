@@ -1,0 +1,290 @@
+//! Per-function settings: how long a value is fresh, how long it may be served stale, and
+//! how loads of it are guarded.
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How one cache treats its values. Built with [`Policy::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::Policy;
+/// let policy = Policy::builder("user-profile")
+///     .fresh(Duration::from_secs(60))
+///     .stale(Duration::from_secs(30))
+///     .xfetch(1.0)
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.stale(), Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Policy {
+    name: Arc<str>,
+    fresh: Duration,
+    stale: Duration,
+    stale_if_error: Option<Duration>,
+    fail_safe_throttle: Duration,
+    jitter: f64,
+    xfetch_beta: Option<f64>,
+    timeout: Option<Duration>,
+    coalesce: bool,
+    capacity: u64,
+    admission: Option<Arc<str>>,
+    lease: Option<Duration>,
+    version: u32,
+}
+
+/// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
+/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0.
+impl Policy {
+    /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
+    pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
+        PolicyBuilder {
+            policy: Policy {
+                name: name.into(),
+                fresh: Duration::ZERO,
+                stale: Duration::ZERO,
+                stale_if_error: None,
+                fail_safe_throttle: Duration::from_secs(5),
+                jitter: 0.0,
+                xfetch_beta: None,
+                timeout: None,
+                coalesce: true,
+                capacity: 10_000,
+                admission: None,
+                lease: None,
+                version: 0,
+            },
+        }
+    }
+
+    /// The cache's stable name (stats, logs, and later shared-store keys).
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+    /// How long a value is served without any refresh.
+    pub fn fresh(&self) -> Duration {
+        self.fresh
+    }
+    /// How long after `fresh` a value is still served while one refresh runs.
+    pub fn stale(&self) -> Duration {
+        self.stale
+    }
+    /// How long after `fresh` the last value may stand in for a failing origin.
+    pub fn stale_if_error(&self) -> Option<Duration> {
+        self.stale_if_error
+    }
+    /// While the origin fails, how long a served fallback counts as fresh before the
+    /// origin is tried again (FusionCache's fail-safe throttle).
+    pub fn fail_safe_throttle(&self) -> Duration {
+        self.fail_safe_throttle
+    }
+    /// ± fraction applied to `fresh` on every write.
+    pub fn jitter(&self) -> f64 {
+        self.jitter
+    }
+    /// XFetch's β, when early refresh is on.
+    pub fn xfetch_beta(&self) -> Option<f64> {
+        self.xfetch_beta
+    }
+    /// Per-caller deadline on a miss.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+    /// Whether concurrent misses of one key share one origin call.
+    pub fn coalesce(&self) -> bool {
+        self.coalesce
+    }
+    /// Maximum number of entries held in memory.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    /// Name of the origin semaphore (configured by the runtime).
+    pub fn admission(&self) -> Option<&Arc<str>> {
+        self.admission.as_ref()
+    }
+    /// Fleet lease TTL on shared stores.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
+    }
+    /// Key schema version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+/// Builds a [`Policy`]; [`build`](PolicyBuilder::build) checks every setting.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct PolicyBuilder {
+    policy: Policy,
+}
+
+impl PolicyBuilder {
+    /// Required, non-zero.
+    pub fn fresh(mut self, fresh: Duration) -> Self {
+        self.policy.fresh = fresh;
+        self
+    }
+    /// Serve-stale window after `fresh` (default zero).
+    pub fn stale(mut self, stale: Duration) -> Self {
+        self.policy.stale = stale;
+        self
+    }
+    /// Serve the last value when the origin fails, up to this long after `fresh`.
+    pub fn stale_if_error(mut self, bound: Duration) -> Self {
+        self.policy.stale_if_error = Some(bound);
+        self
+    }
+    /// Minimum time between origin retries while serving a fail-safe value (default 5 s).
+    pub fn fail_safe_throttle(mut self, throttle: Duration) -> Self {
+        self.policy.fail_safe_throttle = throttle;
+        self
+    }
+    /// ± fraction of `fresh` drawn per write, in `0.0..=0.5`.
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.policy.jitter = fraction;
+        self
+    }
+    /// Turns on XFetch early refresh with this β (> 0; 1.0 is the usual choice).
+    pub fn xfetch(mut self, beta: f64) -> Self {
+        self.policy.xfetch_beta = Some(beta);
+        self
+    }
+    /// Per-caller deadline on a miss (non-zero).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.policy.timeout = Some(timeout);
+        self
+    }
+    /// Whether concurrent misses share one origin call (default true).
+    pub fn coalesce(mut self, coalesce: bool) -> Self {
+        self.policy.coalesce = coalesce;
+        self
+    }
+    /// Maximum number of in-memory entries (non-zero).
+    pub fn capacity(mut self, capacity: u64) -> Self {
+        self.policy.capacity = capacity;
+        self
+    }
+    /// Names the origin semaphore this cache's loads go through.
+    pub fn admission(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.policy.admission = Some(name.into());
+        self
+    }
+    /// Fleet lease TTL on shared stores (non-zero).
+    pub fn lease(mut self, ttl: Duration) -> Self {
+        self.policy.lease = Some(ttl);
+        self
+    }
+    /// Key schema version; bump it when the key's meaning changes.
+    pub fn version(mut self, version: u32) -> Self {
+        self.policy.version = version;
+        self
+    }
+
+    /// Checks the settings and returns the policy.
+    ///
+    /// ```
+    /// use stampede_runtime::Policy;
+    /// let err = Policy::builder("x").build().unwrap_err();
+    /// assert_eq!(err.to_string(), "policy `x`: `fresh` must be greater than zero");
+    /// ```
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        let p = self.policy;
+        let fail = |what: &str| Err(PolicyError::new(&p.name, what));
+        if p.name.is_empty() {
+            return Err(PolicyError::new("", "the name must not be empty"));
+        }
+        if p.fresh.is_zero() {
+            return fail("`fresh` must be greater than zero");
+        }
+        if !(0.0..=0.5).contains(&p.jitter) {
+            return fail("`jitter` must be within 0.0..=0.5");
+        }
+        if let Some(beta) = p.xfetch_beta {
+            if !(beta.is_finite() && beta > 0.0) {
+                return fail("xfetch `beta` must be a finite number greater than zero");
+            }
+        }
+        if p.timeout.is_some_and(|t| t.is_zero()) {
+            return fail("`timeout` must be greater than zero");
+        }
+        if p.lease.is_some_and(|t| t.is_zero()) {
+            return fail("`lease` must be greater than zero");
+        }
+        if p.fail_safe_throttle.is_zero() {
+            return fail("`fail_safe_throttle` must be greater than zero");
+        }
+        if p.capacity == 0 {
+            return fail("`capacity` must be greater than zero");
+        }
+        if p.admission.as_deref() == Some("") {
+            return fail("the `admission` name must not be empty");
+        }
+        Ok(p)
+    }
+}
+
+/// A setting of a [`PolicyBuilder`] out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    message: String,
+}
+
+impl PolicyError {
+    fn new(name: &str, what: &str) -> Self {
+        PolicyError {
+            message: format!("policy `{name}`: {what}"),
+        }
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_settings_are_refused_with_their_name() {
+        let base = || Policy::builder("p").fresh(Duration::from_secs(1));
+        let cases = [
+            (base().jitter(0.6), "`jitter` must be within 0.0..=0.5"),
+            (base().jitter(f64::NAN), "`jitter` must be within 0.0..=0.5"),
+            (
+                base().xfetch(0.0),
+                "xfetch `beta` must be a finite number greater than zero",
+            ),
+            (
+                base().xfetch(f64::INFINITY),
+                "xfetch `beta` must be a finite number greater than zero",
+            ),
+            (
+                base().timeout(Duration::ZERO),
+                "`timeout` must be greater than zero",
+            ),
+            (base().capacity(0), "`capacity` must be greater than zero"),
+            (
+                base().lease(Duration::ZERO),
+                "`lease` must be greater than zero",
+            ),
+            (
+                base().admission(""),
+                "the `admission` name must not be empty",
+            ),
+        ];
+        for (builder, message) in cases {
+            assert_eq!(
+                builder.build().unwrap_err().to_string(),
+                format!("policy `p`: {message}")
+            );
+        }
+        assert!(base().jitter(0.5).xfetch(1.0).build().is_ok());
+    }
+}

@@ -1,0 +1,2 @@
+//! Where envelopes live. In process: [`memory`], typed values, no serialization.
+pub(crate) mod memory;

@@ -1,0 +1,86 @@
+//! An origin that counts its calls and how many run at once.
+#![allow(dead_code)]
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Every test wait is bounded by this.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Default)]
+pub struct Origin {
+    calls: Arc<AtomicUsize>,
+    running: Arc<AtomicUsize>,
+    max_running: Arc<AtomicUsize>,
+}
+
+impl Origin {
+    /// Marks one origin call as started; the call ends when the guard drops.
+    pub fn enter(&self) -> Running {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        Running {
+            running: self.running.clone(),
+            call: n,
+        }
+    }
+
+    /// A call that takes `latency` and returns its call number.
+    pub async fn slow(&self, latency: Duration) -> usize {
+        let running = self.enter();
+        tokio::time::sleep(latency).await;
+        running.call
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn max_running(&self) -> usize {
+        self.max_running.load(Ordering::SeqCst)
+    }
+}
+
+pub struct Running {
+    running: Arc<AtomicUsize>,
+    pub call: usize,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An application error, as a cached function's `E`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppError {
+    Down(usize),
+    Cache(stampede::Error),
+}
+
+impl From<stampede::Error> for AppError {
+    fn from(error: stampede::Error) -> Self {
+        AppError::Cache(error)
+    }
+}
+
+/// Awaits `f` within [`DEADLINE`], failing the test instead of hanging it.
+pub async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, f)
+        .await
+        .expect("a wait in this test overran its deadline")
+}
+
+/// A cache on Tokio's clock, for tests that pause and advance time.
+pub fn paused<K, V, E>(policy: stampede::Policy) -> stampede::Cache<K, V, E>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + From<stampede::Error> + 'static,
+{
+    stampede::Cache::builder(policy)
+        .clock(stampede::Clock::tokio())
+        .build()
+}
