@@ -15,12 +15,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod attribute;
+mod bounds;
 mod clock;
 mod envelope;
 mod error;
 mod flight;
 #[cfg(test)]
 mod flight_tests;
+mod handle;
 mod loader;
 mod policy;
 mod stats;
@@ -28,8 +32,10 @@ mod store;
 mod sync;
 pub mod xfetch;
 
+pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
 pub use error::Error;
+pub use handle::Handle;
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::Stats;

@@ -1,0 +1,50 @@
+//! What a cached function's key, value and error must be, as traits with messages that
+//! name the type at fault instead of pointing into generated code.
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::hash::Hash;
+
+/// A type that can be a cache key: `Hash + Eq + Clone + Send + Sync + 'static`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a cache key",
+    label = "this key is a `{Self}`",
+    note = "a cache key must be `Hash + Eq + Clone + Send + Sync + 'static`; derive `Hash, PartialEq, Eq, Clone` on it, or key on fields that are"
+)]
+pub trait CacheKey: Hash + Eq + Clone + Send + Sync + 'static {}
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> CacheKey for T {}
+
+/// A value that may live in memory only (`local`): `Clone + Send + Sync + 'static`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a cached value",
+    label = "this function returns a `{Self}`",
+    note = "a cached value must be `Clone + Send + Sync + 'static`; wrap it in `Arc` if cloning it is expensive or impossible"
+)]
+pub trait LocalValue: Clone + Send + Sync + 'static {}
+impl<T: Clone + Send + Sync + 'static> LocalValue for T {}
+
+/// A value that a shared store could hold: a [`LocalValue`] that serde can write and read.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a cached value without `local`",
+    label = "this function returns a `{Self}`",
+    note = "values must be `Clone + Send + Sync + 'static + Serialize + DeserializeOwned` so a runtime config can move them to a shared store; derive `Serialize, Deserialize`, or add `local` to keep them in memory only"
+)]
+pub trait CacheValue: LocalValue + Serialize + DeserializeOwned {}
+impl<T: LocalValue + Serialize + DeserializeOwned> CacheValue for T {}
+
+/// An origin error that can be shared with every waiter of a failed load.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be shared with the waiters of a failed load",
+    label = "this function fails with `{Self}`",
+    note = "every waiter of a failed load gets the same error, so it must be `Clone + Send + Sync + 'static`; return `Result<T, Arc<E>>` for errors that are not `Clone`"
+)]
+pub trait SharedError: Clone + Send + Sync + 'static {}
+impl<T: Clone + Send + Sync + 'static> SharedError for T {}
+
+/// An error type that can carry stampede's own failures.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry stampede's own failures (timeouts, overload)",
+    label = "this function fails with `{Self}`",
+    note = "implement `From<stampede::Error> for {Self}`, or pass `map_error = path::to::fn` taking a `stampede::Error`"
+)]
+pub trait FromCacheError: From<crate::Error> {}
+impl<T: From<crate::Error>> FromCacheError for T {}
