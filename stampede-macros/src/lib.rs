@@ -1,2 +1,49 @@
-//! The `#[cached]` attribute of stampede (arrives with the macro issue).
+//! `#[cached]`: turns an existing `async fn` into a guarded loader. See the `stampede`
+//! crate for the options; this crate is its code generator:
+//! parse ([`args`]) → check ([`check`]) → expand ([`expand`]).
 #![forbid(unsafe_code)]
+
+mod args;
+mod check;
+mod expand;
+
+use proc_macro::TokenStream;
+
+/// Caches an `async fn`: one origin call per key at a time, fresh and stale windows,
+/// early refresh. The options are documented on `stampede::cached`.
+#[proc_macro_attribute]
+pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let original = proc_macro2::TokenStream::from(item.clone());
+    let func: syn::ItemFn = match syn::parse(item) {
+        Ok(func) => func,
+        Err(_) => {
+            let error = syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "#[cached] goes on an `async fn` (a free function, an associated function or a method)",
+            );
+            return with_original(error, original);
+        }
+    };
+    let mut cx = check::Ctxt::default();
+    let args = args::Args::parse(attr.into(), &mut cx);
+    let plan = check::check(args, &func, &mut cx);
+    match (cx.finish(), plan) {
+        (Ok(()), Some(plan)) => expand::expand(plan, func).into(),
+        (Err(error), _) => with_original(error, original),
+        (Ok(()), None) => with_original(
+            syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "#[cached] could not read this function",
+            ),
+            original,
+        ),
+    }
+}
+
+/// The errors, plus the function as written: one mistake must not turn into twenty
+/// "cannot find function" errors at its callers, and editors keep working.
+fn with_original(error: syn::Error, original: proc_macro2::TokenStream) -> TokenStream {
+    let mut out = error.to_compile_error();
+    out.extend(original);
+    out.into()
+}

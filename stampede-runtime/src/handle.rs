@@ -15,18 +15,29 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 ///
 /// ```
 /// use std::time::Duration;
-/// use stampede_runtime::{Cache, Handle, Policy};
+/// use stampede_runtime::{Cache, Handle, LeaderMode, Policy};
 ///
 /// fn build() -> Cache<u64, String> {
 ///     Cache::new(Policy::builder("names").fresh(Duration::from_secs(60)).build().unwrap())
 /// }
-/// const NAMES: Handle<u64, String> = Handle::new("doc::names", build);
+/// const NAMES: Handle<u64, String> = Handle::new("doc::names", build, LeaderMode::Detached);
 /// NAMES.invalidate(&7);
 /// assert_eq!(NAMES.stats().origin_calls, 0);
 /// ```
 pub struct Handle<K, V, E = crate::Error> {
     id: &'static str,
     build: fn() -> Cache<K, V, E>,
+    mode: LeaderMode,
+}
+
+/// How a cached function's leader runs its origin (see the README's leader-mode table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderMode {
+    /// Every argument is owned: the origin runs as its own task ([`Cache::load`]).
+    Detached,
+    /// An argument borrows: the origin runs in the leading caller, and a waiter takes
+    /// over if that caller goes away ([`Cache::load_inline`]).
+    Inline,
 }
 
 impl<K, V, E> Clone for Handle<K, V, E> {
@@ -60,8 +71,14 @@ where
 {
     /// A handle for the cache `build` makes; `id` must be unique in the process (the
     /// attribute uses the function's module path, name and source position).
-    pub const fn new(id: &'static str, build: fn() -> Cache<K, V, E>) -> Self {
-        Handle { id, build }
+    pub const fn new(id: &'static str, build: fn() -> Cache<K, V, E>, mode: LeaderMode) -> Self {
+        Handle { id, build, mode }
+    }
+
+    /// How the function's leader runs its origin, chosen by the attribute from the
+    /// signature.
+    pub fn leader_mode(&self) -> LeaderMode {
+        self.mode
     }
 
     /// The cache, created on first use.

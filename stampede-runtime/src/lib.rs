@@ -35,7 +35,7 @@ pub mod xfetch;
 pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
 pub use error::Error;
-pub use handle::Handle;
+pub use handle::{Handle, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::Stats;

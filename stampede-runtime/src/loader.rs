@@ -195,6 +195,16 @@ where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
+        self.load_keyed(key, move |_| origin()).await
+    }
+
+    /// [`Cache::load`] with an origin that receives the key: callers that moved their
+    /// inputs into the key get them back from it, so a hit clones nothing.
+    pub async fn load_keyed<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
         let inner = &self.inner;
         let now = inner.clock.now();
         let seen = match inner.store.get(&key) {
@@ -203,12 +213,14 @@ where
                 State::Fresh => {
                     inner.count_hit(&current);
                     if inner.refresh_early(&current, now) {
+                        let origin = bind(origin, &key);
                         Box::pin(self.refresh_detached(key, &current, origin, true)).await;
                     }
                     return Ok(current.value);
                 }
                 State::Stale => {
                     inner.counters.stale_hits.bump();
+                    let origin = bind(origin, &key);
                     Box::pin(self.refresh_detached(key, &current, origin, false)).await;
                     return Ok(current.value);
                 }
@@ -218,6 +230,7 @@ where
         };
         inner.counters.misses.bump();
         // Boxed: the miss path's state stays off the stack of every hit.
+        let origin = bind(origin, &key);
         Box::pin(inner.within_deadline(&key, self.miss_detached(key.clone(), seen, origin))).await
     }
 
@@ -233,6 +246,15 @@ where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
+        self.load_inline_keyed(key, move |_| origin()).await
+    }
+
+    /// [`Cache::load_inline`] with an origin that receives the key.
+    pub async fn load_inline_keyed<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
         let inner = &self.inner;
         let now = inner.clock.now();
         let seen = match inner.store.get(&key) {
@@ -242,10 +264,12 @@ where
                     if !inner.refresh_early(&current, now) {
                         return Ok(current.value);
                     }
+                    let origin = bind(origin, &key);
                     return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
                 }
                 State::Stale => {
                     inner.counters.stale_hits.bump();
+                    let origin = bind(origin, &key);
                     return Box::pin(self.refresh_inline(key, &current, origin, false)).await;
                 }
                 State::Expired => Some(current.generation),
@@ -253,6 +277,7 @@ where
             None => None,
         };
         inner.counters.misses.bump();
+        let origin = bind(origin, &key);
         Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
     }
 
@@ -584,6 +609,16 @@ where
     };
     let delta = inner.clock.precise().saturating_duration_since(started);
     inner.publish(key, leader, result, delta.as_secs_f64())
+}
+
+/// An origin that receives the key, as one that does not: the key is cloned here, on a
+/// miss or refresh, never on a hit.
+fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut
+where
+    F: FnOnce(&K) -> Fut,
+{
+    let key = key.clone();
+    move || origin(&key)
 }
 
 /// Runs `task` as its own Tokio task, or hands it back when there is no runtime to run it.

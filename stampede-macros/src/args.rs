@@ -1,0 +1,477 @@
+//! The attribute's grammar: `#[cached(name = value, flag, list(...), ...)]` into a typed
+//! model, every mistake collected rather than stopping at the first.
+use crate::check::Ctxt;
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token, Type};
+
+/// A duration checked at compile time, in milliseconds.
+#[derive(Clone, Copy)]
+pub(crate) struct Millis {
+    pub(crate) millis: u64,
+    pub(crate) span: Span,
+}
+
+/// A setting with the span of the option's name, for errors about the option itself.
+pub(crate) struct Set<T> {
+    pub(crate) name: Ident,
+    pub(crate) value: T,
+}
+
+#[derive(Default)]
+pub(crate) struct Args {
+    pub(crate) fresh: Option<Set<Millis>>,
+    pub(crate) stale: Option<Set<Millis>>,
+    pub(crate) stale_if_error: Option<Set<Millis>>,
+    pub(crate) timeout: Option<Set<Millis>>,
+    pub(crate) lease: Option<Set<Millis>>,
+    pub(crate) coalesce: Option<Set<bool>>,
+    pub(crate) xfetch: Option<Set<f64>>,
+    pub(crate) jitter: Option<Set<f64>>,
+    pub(crate) key: Option<Set<Expr>>,
+    pub(crate) key_type: Option<Set<Type>>,
+    pub(crate) skip: Option<Set<Vec<Ident>>>,
+    pub(crate) admission: Option<Set<LitStr>>,
+    pub(crate) name: Option<Set<LitStr>>,
+    pub(crate) version: Option<Set<u32>>,
+    pub(crate) capacity: Option<Set<u64>>,
+    pub(crate) local: Option<Set<()>>,
+    pub(crate) map_error: Option<Set<Path>>,
+}
+
+/// One option as written, before its value is interpreted.
+struct RawOption {
+    name: Ident,
+    value: RawValue,
+}
+
+enum RawValue {
+    Flag,
+    Expr(Expr),
+    Type(Type),
+    List(TokenStream),
+}
+
+impl Parse for RawOption {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            if name == "key_type" {
+                RawValue::Type(input.parse()?)
+            } else {
+                RawValue::Expr(input.parse()?)
+            }
+        } else if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            RawValue::List(content.parse()?)
+        } else {
+            RawValue::Flag
+        };
+        Ok(RawOption { name, value })
+    }
+}
+
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error";
+
+/// Names other caching crates use, with the option that means the same here.
+const RENAMED: &[(&str, &str)] = &[
+    ("ttl", "fresh"),
+    ("time", "fresh"),
+    ("time_to_live", "fresh"),
+    ("expire", "fresh"),
+    ("max_age", "fresh"),
+    ("stale_while_revalidate", "stale"),
+    ("fail_safe", "stale_if_error"),
+    ("size", "capacity"),
+    ("max_capacity", "capacity"),
+    ("convert", "key"),
+    ("skip_args", "skip"),
+    ("sync_writes", "coalesce"),
+    ("single_flight", "coalesce"),
+    ("beta", "xfetch(beta = ...)"),
+    ("early_refresh", "xfetch"),
+    ("deadline", "timeout"),
+    ("semaphore", "admission"),
+];
+
+impl Args {
+    pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt) -> Args {
+        let mut args = Args::default();
+        let options = match syn::parse::Parser::parse2(
+            Punctuated::<RawOption, Token![,]>::parse_terminated,
+            tokens,
+        ) {
+            Ok(options) => options,
+            Err(error) => {
+                cx.push(error);
+                return args;
+            }
+        };
+        for option in options {
+            args.interpret(option, cx);
+        }
+        args
+    }
+
+    fn interpret(&mut self, option: RawOption, cx: &mut Ctxt) {
+        let RawOption { name, value } = option;
+        let key = name.to_string();
+        macro_rules! set {
+            ($field:ident, $parsed:expr) => {{
+                if self.$field.is_some() {
+                    cx.error(&name, format!("`{key}` is given twice"));
+                } else if let Some(value) = $parsed {
+                    self.$field = Some(Set {
+                        name: name.clone(),
+                        value,
+                    });
+                }
+            }};
+        }
+        match key.as_str() {
+            "fresh" => set!(fresh, duration(&name, value, cx)),
+            "stale" => set!(stale, duration(&name, value, cx)),
+            "stale_if_error" => set!(stale_if_error, duration(&name, value, cx)),
+            "timeout" => set!(timeout, duration(&name, value, cx)),
+            "lease" => set!(lease, duration(&name, value, cx)),
+            "coalesce" => set!(coalesce, boolean(&name, value, cx)),
+            "xfetch" => set!(xfetch, xfetch(&name, value, cx)),
+            "jitter" => set!(jitter, jitter(&name, value, cx)),
+            "key" => set!(key, expr(&name, value, cx)),
+            "key_type" => set!(
+                key_type,
+                match value {
+                    RawValue::Type(ty) => Some(ty),
+                    _ => {
+                        cx.error(
+                            &name,
+                            "write `key_type = Type`, the type of the `key` expression",
+                        );
+                        None
+                    }
+                }
+            ),
+            "skip" => set!(skip, skip(&name, value, cx)),
+            "admission" => set!(admission, string(&name, value, cx, "admission = \"db\"")),
+            "name" => set!(name, string(&name, value, cx, "name = \"user-profile\"")),
+            "version" => set!(version, integer::<u32>(&name, value, cx, "version = 2")),
+            "capacity" => set!(
+                capacity,
+                integer::<u64>(&name, value, cx, "capacity = 10_000")
+            ),
+            "local" => set!(
+                local,
+                match value {
+                    RawValue::Flag => Some(()),
+                    _ => {
+                        cx.error(&name, "`local` takes no value: write `local`");
+                        None
+                    }
+                }
+            ),
+            "map_error" => {
+                set!(
+                    map_error,
+                    match value {
+                        RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => Some(path.path),
+                        _ => {
+                            cx.error(&name, "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`");
+                            None
+                        }
+                    }
+                )
+            }
+            other => match RENAMED.iter().find(|(old, _)| *old == other) {
+                Some((old, new)) => {
+                    cx.error(&name, format!("`{old}` is `{new}` here"));
+                }
+                None => cx.error(
+                    &name,
+                    format!("unknown option `{other}`; the options are: {OPTIONS}"),
+                ),
+            },
+        }
+    }
+}
+
+fn expr(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Expr> {
+    match value {
+        RawValue::Expr(expr) => Some(expr),
+        _ => {
+            cx.error(name, format!("write `{name} = <expression>`"));
+            None
+        }
+    }
+}
+
+fn literal(value: &RawValue) -> Option<&Lit> {
+    match value {
+        RawValue::Expr(Expr::Lit(ExprLit { lit, .. })) => Some(lit),
+        _ => None,
+    }
+}
+
+fn duration(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Millis> {
+    let example = format!("{name} = \"30s\"");
+    let Some(lit) = literal(&value) else {
+        cx.error(name, format!("`{name}` is a duration: write `{example}`"));
+        return None;
+    };
+    let text = match lit {
+        Lit::Str(text) => text,
+        Lit::Int(number) => {
+            cx.error(
+                number,
+                format!(
+                    "durations are strings with a unit: write `{name} = \"{}s\"`",
+                    number.base10_digits()
+                ),
+            );
+            return None;
+        }
+        other => {
+            cx.error(other, format!("`{name}` is a duration: write `{example}`"));
+            return None;
+        }
+    };
+    match parse_duration(&text.value()) {
+        Ok(millis) => Some(Millis {
+            millis,
+            span: text.span(),
+        }),
+        Err(message) => {
+            cx.error(text, message);
+            None
+        }
+    }
+}
+
+/// `"1m30s"` into milliseconds. Units: ms, s, m, h, d; groups may repeat.
+pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
+    const HINT: &str = "write a number and a unit (ms, s, m, h or d), or a sum such as \"1m30s\"";
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(format!("empty duration: {HINT}"));
+    }
+    let mut rest = trimmed;
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '_')
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("`{text}` is not a duration: {HINT}"));
+        }
+        let number: u64 = rest[..digits]
+            .replace('_', "")
+            .parse()
+            .map_err(|_| format!("`{text}` is too large for a duration"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let scale: u64 = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "" => {
+                return Err(format!(
+                    "`{text}` needs a unit after {number}: ms, s, m, h or d (for example \"{number}s\")"
+                ))
+            }
+            other => return Err(format!("unknown unit `{other}` in `{text}`: use ms, s, m, h or d")),
+        };
+        total = number
+            .checked_mul(scale)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(|| format!("`{text}` is too large for a duration"))?;
+        rest = rest[unit_len..].trim_start();
+    }
+    Ok(total)
+}
+
+fn boolean(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<bool> {
+    match &value {
+        RawValue::Flag => Some(true),
+        _ => match literal(&value) {
+            Some(Lit::Bool(b)) => Some(b.value),
+            _ => {
+                cx.error(name, format!("write `{name}` or `{name} = false`"));
+                None
+            }
+        },
+    }
+}
+
+fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
+    let tokens = match value {
+        RawValue::Flag => return Some(1.0),
+        RawValue::List(tokens) => tokens,
+        _ => {
+            cx.error(name, "write `xfetch` or `xfetch(beta = 1.0)`");
+            return None;
+        }
+    };
+    let parsed =
+        syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, tokens);
+    let options = match parsed {
+        Ok(options) => options,
+        Err(error) => {
+            cx.push(error);
+            return None;
+        }
+    };
+    let mut beta = None;
+    for option in options {
+        if option.name != "beta" {
+            cx.error(
+                &option.name,
+                format!(
+                    "unknown xfetch setting `{}`; the setting is `beta`",
+                    option.name
+                ),
+            );
+            continue;
+        }
+        match literal(&option.value).and_then(number) {
+            Some((b, _)) if b.is_finite() && b > 0.0 => beta = Some(b),
+            Some((_, span)) => cx.error_at(
+                span,
+                "`beta` must be a number greater than zero (1.0 is the usual choice)",
+            ),
+            None => cx.error(&option.name, "write `beta = 1.0`"),
+        }
+    }
+    Some(beta.unwrap_or(1.0))
+}
+
+fn jitter(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
+    match literal(&value).and_then(number) {
+        Some((j, _)) if (0.0..=0.5).contains(&j) => Some(j),
+        Some((_, span)) => {
+            cx.error_at(
+                span,
+                "`jitter` is a fraction of `fresh` within 0.0..=0.5 (0.15 means ±15 %)",
+            );
+            None
+        }
+        None => {
+            cx.error(name, "write `jitter = 0.15`, a fraction within 0.0..=0.5");
+            None
+        }
+    }
+}
+
+fn number(lit: &Lit) -> Option<(f64, Span)> {
+    match lit {
+        Lit::Float(f) => f.base10_parse().ok().map(|v| (v, f.span())),
+        Lit::Int(i) => i.base10_parse::<u64>().ok().map(|v| (v as f64, i.span())),
+        _ => None,
+    }
+}
+
+fn integer<T: std::str::FromStr>(
+    name: &Ident,
+    value: RawValue,
+    cx: &mut Ctxt,
+    example: &str,
+) -> Option<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match literal(&value) {
+        Some(Lit::Int(int)) => match int.base10_parse::<T>() {
+            Ok(n) => Some(n),
+            Err(error) => {
+                cx.error(int, format!("`{name}`: {error}"));
+                None
+            }
+        },
+        _ => {
+            cx.error(
+                name,
+                format!("`{name}` is a whole number: write `{example}`"),
+            );
+            None
+        }
+    }
+}
+
+fn string(name: &Ident, value: RawValue, cx: &mut Ctxt, example: &str) -> Option<LitStr> {
+    match literal(&value) {
+        Some(Lit::Str(text)) if !text.value().trim().is_empty() => Some(text.clone()),
+        Some(Lit::Str(text)) => {
+            cx.error(text, format!("`{name}` must not be empty"));
+            None
+        }
+        _ => {
+            cx.error(name, format!("`{name}` is a string: write `{example}`"));
+            None
+        }
+    }
+}
+
+fn skip(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Vec<Ident>> {
+    let RawValue::List(tokens) = value else {
+        cx.error(
+            name,
+            "write `skip(arg, ...)` with the arguments that do not change the result",
+        );
+        return None;
+    };
+    let names = |input: ParseStream| {
+        Punctuated::<Ident, Token![,]>::parse_terminated_with(input, syn::ext::IdentExt::parse_any)
+    };
+    match syn::parse::Parser::parse2(names, tokens) {
+        Ok(names) => Some(names.into_iter().collect()),
+        Err(error) => {
+            cx.push(error);
+            None
+        }
+    }
+}
+
+impl Millis {
+    pub(crate) fn is_zero(&self) -> bool {
+        self.millis == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_take_units_and_sums() {
+        assert_eq!(parse_duration("250ms"), Ok(250));
+        assert_eq!(parse_duration("60s"), Ok(60_000));
+        assert_eq!(parse_duration("1m30s"), Ok(90_000));
+        assert_eq!(parse_duration("1h 1m"), Ok(3_660_000));
+        assert_eq!(parse_duration("2d"), Ok(172_800_000));
+        assert_eq!(parse_duration("1_000ms"), Ok(1_000));
+    }
+
+    #[test]
+    fn bad_durations_say_what_is_wrong() {
+        assert!(parse_duration("60").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("60sec")
+            .unwrap_err()
+            .contains("unknown unit `sec`"));
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .contains("is not a duration"));
+        assert!(parse_duration("").unwrap_err().contains("empty duration"));
+        assert!(parse_duration("99999999999999999999d")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_duration("9999999999999999d")
+            .unwrap_err()
+            .contains("too large"));
+    }
+}

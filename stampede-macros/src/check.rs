@@ -1,0 +1,516 @@
+//! What the attribute refuses: keys that leave out an input, options the return type
+//! cannot honour, signatures the cache cannot hold. Every mistake is collected in one
+//! [`Ctxt`] and reported together, each under the token at fault.
+use crate::args::{Args, Millis, Set};
+use proc_macro2::Span;
+use quote::ToTokens;
+use std::collections::BTreeSet;
+use std::fmt::Display;
+use syn::visit::Visit;
+use syn::{
+    Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PatIdent, PathArguments, ReceiverKind,
+    ReturnType, Type,
+};
+
+/// Errors of one attribute, reported together.
+#[derive(Default)]
+pub(crate) struct Ctxt {
+    errors: Vec<syn::Error>,
+}
+
+impl Ctxt {
+    pub(crate) fn error(&mut self, tokens: impl ToTokens, message: impl Display) {
+        self.errors.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    pub(crate) fn error_at(&mut self, span: Span, message: impl Display) {
+        self.errors.push(syn::Error::new(span, message));
+    }
+
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        self.errors.push(error);
+    }
+
+    pub(crate) fn finish(self) -> Result<(), syn::Error> {
+        let mut errors = self.errors.into_iter();
+        match errors.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                errors.for_each(|e| first.combine(e));
+                Err(first)
+            }
+        }
+    }
+}
+
+/// How the leader runs the origin (DESIGN.md decision 1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Every argument is owned: the origin runs as its own task.
+    Detached,
+    /// Something borrows: the origin runs in the leading caller, with takeover.
+    Inline,
+}
+
+/// One argument of the function.
+pub(crate) struct Param {
+    pub(crate) pat: PatIdent,
+    pub(crate) ty: Type,
+    /// `&T` or `&mut T`: the key holds `T::Owned`.
+    pub(crate) by_ref: bool,
+}
+
+impl Param {
+    pub(crate) fn ident(&self) -> &Ident {
+        &self.pat.ident
+    }
+}
+
+// One per attribute, built once at compile time: size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Key {
+    /// Arguments themselves (one, several as a tuple in the order written, or none):
+    /// the key's type comes from their types.
+    Params(Vec<usize>),
+    /// Any other expression, evaluated as written before the body; its type is
+    /// `key_type`.
+    Expr { expr: Expr, ty: Type },
+}
+
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Returns {
+    /// `Result<T, E>` or an alias ending in `Result`: only `Ok` is cached.
+    Result { ty: Type, ok: Type, err: Type },
+    /// A plain value: cannot fail.
+    Value(Type),
+}
+
+/// A checked attribute, ready to expand.
+pub(crate) struct Plan {
+    pub(crate) fresh: Millis,
+    pub(crate) stale: Option<Millis>,
+    pub(crate) stale_if_error: Option<Millis>,
+    pub(crate) timeout: Option<Millis>,
+    pub(crate) lease: Option<Millis>,
+    pub(crate) coalesce: bool,
+    pub(crate) xfetch: Option<f64>,
+    pub(crate) jitter: Option<f64>,
+    pub(crate) admission: Option<syn::LitStr>,
+    pub(crate) name: Option<syn::LitStr>,
+    pub(crate) version: Option<u32>,
+    pub(crate) capacity: Option<u64>,
+    pub(crate) local: bool,
+    pub(crate) map_error: Option<syn::Path>,
+    pub(crate) key: Key,
+    /// The key expression's span, when one was written.
+    pub(crate) key_span: Option<Span>,
+    pub(crate) key_type: Option<Type>,
+    pub(crate) returns: Returns,
+    pub(crate) mode: Mode,
+    pub(crate) params: Vec<Param>,
+}
+
+fn value<T: Copy>(set: &Option<Set<T>>) -> Option<T> {
+    set.as_ref().map(|s| s.value)
+}
+
+pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
+    let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        cx.error(
+            sig.fn_token,
+            "#[cached] goes on an `async fn`: the cache coalesces concurrent callers, which needs them to await",
+        );
+    }
+    if let Some(constness) = &sig.constness {
+        cx.error(constness, "#[cached] cannot go on a `const fn`");
+    }
+    if !matches!(sig.safety, syn::Safety::Default) {
+        cx.error(
+            sig.fn_token,
+            "#[cached] cannot go on an `unsafe fn`: the body runs inside a closure",
+        );
+    }
+
+    let fresh = match &args.fresh {
+        Some(fresh) if fresh.value.is_zero() => {
+            cx.error_at(fresh.value.span, "`fresh` must be longer than zero");
+            None
+        }
+        Some(fresh) => Some(fresh.value),
+        None => {
+            cx.error_at(
+                Span::call_site(),
+                "#[cached] needs `fresh`, how long a value is served as is: `#[cached(fresh = \"60s\")]`",
+            );
+            None
+        }
+    };
+    if let Some(timeout) = args.timeout.as_ref().filter(|t| t.value.is_zero()) {
+        cx.error_at(timeout.value.span, "`timeout` must be longer than zero");
+    }
+    if let Some(lease) = args.lease.as_ref().filter(|t| t.value.is_zero()) {
+        cx.error_at(lease.value.span, "`lease` must be longer than zero");
+    }
+    if let Some(capacity) = args.capacity.as_ref().filter(|c| c.value == 0) {
+        cx.error(&capacity.name, "`capacity` must be at least 1");
+    }
+
+    let (receiver, params) = params(func, cx);
+    let returns = returns(&sig.output, cx);
+    if let Some(Returns::Value(_)) = &returns {
+        let needs_error_path = [
+            args.timeout
+                .as_ref()
+                .map(|s| (&s.name, "a caller whose deadline passes gets an error")),
+            args.stale_if_error
+                .as_ref()
+                .map(|s| (&s.name, "it is about what to do when the function fails")),
+            args.admission.as_ref().map(|s| {
+                (
+                    &s.name,
+                    "a caller shed by the admission limit gets an error",
+                )
+            }),
+        ];
+        for (name, why) in needs_error_path.into_iter().flatten() {
+            cx.error(
+                name,
+                format!("`{name}` needs an error path, and this function returns a plain value ({why}): return `Result<T, E>` with `E: From<stampede::Error>`"),
+            );
+        }
+        if let Some(map) = &args.map_error {
+            cx.error(&map.name, "`map_error` needs an error type: this function returns a plain value, not a `Result`");
+        }
+    }
+
+    let key = key(&args, &receiver, &params, cx);
+    let mode = mode(func, receiver.is_some(), &params);
+
+    let (key, key_span) = key?;
+    Some(Plan {
+        fresh: fresh?,
+        stale: value(&args.stale),
+        stale_if_error: value(&args.stale_if_error),
+        timeout: value(&args.timeout),
+        lease: value(&args.lease),
+        coalesce: value(&args.coalesce).unwrap_or(true),
+        xfetch: value(&args.xfetch),
+        jitter: value(&args.jitter),
+        admission: args.admission.map(|s| s.value),
+        name: args.name.map(|s| s.value),
+        version: value(&args.version),
+        capacity: value(&args.capacity),
+        local: args.local.is_some(),
+        map_error: args.map_error.map(|s| s.value),
+        key,
+        key_span,
+        key_type: args.key_type.map(|s| s.value),
+        returns: returns?,
+        mode,
+        params,
+    })
+}
+
+/// The receiver (if any) and the named arguments.
+fn params(func: &ItemFn, cx: &mut Ctxt) -> (Option<syn::Receiver>, Vec<Param>) {
+    let mut receiver = None;
+    let mut params = Vec::new();
+    for input in &func.sig.inputs {
+        match input {
+            FnArg::Receiver(r) => {
+                if let ReceiverKind::Reference(_, _, Some(mutability)) = &r.kind {
+                    cx.error(
+                        mutability,
+                        "a cached method cannot take `&mut self`: on a hit the body does not run, so its changes to `self` would happen only on misses; take `&self`",
+                    );
+                }
+                receiver = Some(r.clone());
+            }
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    params.push(Param {
+                        pat: pat.clone(),
+                        by_ref: matches!(&*typed.ty, Type::Reference(_)),
+                        ty: (*typed.ty).clone(),
+                    });
+                }
+                other => cx.error(
+                    other,
+                    "give this argument a plain name (`arg: Type`): #[cached] names arguments in `key` and `skip`",
+                ),
+            },
+        }
+    }
+    (receiver, params)
+}
+
+fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
+    let ty = match output {
+        ReturnType::Type(_, ty) => (**ty).clone(),
+        ReturnType::Default => {
+            cx.error_at(
+                Span::call_site(),
+                "a cached function must return the value to cache; this one returns `()`",
+            );
+            return None;
+        }
+    };
+    if let Type::Tuple(unit) = &ty {
+        if unit.elems.is_empty() {
+            cx.error(
+                &ty,
+                "a cached function must return the value to cache; this one returns `()`",
+            );
+            return None;
+        }
+    }
+    let Type::Path(path) = &ty else {
+        return Some(Returns::Value(ty));
+    };
+    let Some(last) = path.path.segments.last() else {
+        return Some(Returns::Value(ty));
+    };
+    if last.ident != "Result" {
+        return Some(Returns::Value(ty));
+    }
+    let types: Vec<&Type> = match &last.arguments {
+        PathArguments::AngleBracketed(generics) => generics
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let projection = |assoc: &str| -> Type {
+        let assoc = Ident::new(assoc, Span::call_site());
+        syn::parse_quote!(<#ty as ::stampede::__private::Fallible>::#assoc)
+    };
+    Some(match types.as_slice() {
+        [ok, err] => Returns::Result {
+            ty: ty.clone(),
+            ok: (*ok).clone(),
+            err: (*err).clone(),
+        },
+        // An alias such as `io::Result<T>` or `anyhow::Result<T>`: let the compiler say.
+        _ => Returns::Result {
+            ok: projection("Value"),
+            err: projection("Error"),
+            ty,
+        },
+    })
+}
+
+/// Key accounting: every argument, `self` included, is in the key or in `skip`.
+fn key(
+    args: &Args,
+    receiver: &Option<syn::Receiver>,
+    params: &[Param],
+    cx: &mut Ctxt,
+) -> Option<(Key, Option<Span>)> {
+    let mut names: Vec<(String, Span)> = params
+        .iter()
+        .map(|p| (p.ident().to_string(), p.ident().span()))
+        .collect();
+    if let Some(r) = receiver {
+        names.insert(0, ("self".to_owned(), r.self_token.span));
+    }
+    let known: BTreeSet<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+
+    let mut skipped = BTreeSet::new();
+    for name in args.skip.iter().flat_map(|s| s.value.iter()) {
+        let text = name.to_string();
+        if !known.contains(text.as_str()) {
+            let list = names
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            cx.error(
+                name,
+                format!("`{text}` is not an argument of this function (its arguments: {list})"),
+            );
+        } else if !skipped.insert(text.clone()) {
+            cx.error(name, format!("`{text}` is skipped twice"));
+        }
+    }
+
+    let in_key: BTreeSet<String> = match &args.key {
+        Some(key) => mentioned(&key.value),
+        // The default key is every argument not skipped; `self` is never keyed implicitly.
+        None => names
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !skipped.contains(n) && n != "self")
+            .collect(),
+    };
+    let mut complete = true;
+    for (name, span) in &names {
+        let keyed = in_key.contains(name);
+        let skips = skipped.contains(name);
+        if keyed && skips && args.key.is_some() {
+            let at = args
+                .skip
+                .iter()
+                .flat_map(|s| s.value.iter())
+                .find(|i| *i == name.as_str());
+            cx.error(at.unwrap_or(&args.skip.as_ref().expect("a skipped name").name), format!(
+                "`{name}` is both in the key and skipped: remove it from one (it is in the key if it changes the result)"
+            ));
+            complete = false;
+        } else if !keyed && !skips {
+            let message = if name == "self" {
+                "`self` is neither in the key nor skipped: write `skip(self)` if the result does not depend on it, or use it in `key = ...` (with `key_type`)".to_owned()
+            } else {
+                format!(
+                    "`{name}` is neither in the key nor skipped: if it changes the result, add it to the key (`key = (..., {name})`); if it does not, write `skip({name})`"
+                )
+            };
+            cx.error_at(*span, message);
+            complete = false;
+        }
+    }
+    if !complete {
+        return None;
+    }
+
+    let position = |ident: &Ident| params.iter().position(|p| p.ident() == ident);
+    match &args.key {
+        None => {
+            let parts = (0..params.len())
+                .filter(|&i| !skipped.contains(&params[i].ident().to_string()))
+                .collect();
+            Some((Key::Params(parts), None))
+        }
+        Some(key) => {
+            let span = Some(syn::spanned::Spanned::span(&key.value));
+            let parts: Option<Vec<usize>> = match &key.value {
+                Expr::Path(p) => p.path.get_ident().and_then(position).map(|i| vec![i]),
+                Expr::Paren(p) => match &*p.expr {
+                    Expr::Path(p) => p.path.get_ident().and_then(position).map(|i| vec![i]),
+                    _ => None,
+                },
+                Expr::Tuple(t) => t
+                    .elems
+                    .iter()
+                    .map(|e| match e {
+                        Expr::Path(p) => p.path.get_ident().and_then(position),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => None,
+            };
+            match (parts, &args.key_type) {
+                (Some(parts), _) => Some((Key::Params(parts), span)),
+                (None, Some(ty)) => Some((
+                    Key::Expr {
+                        expr: key.value.clone(),
+                        ty: ty.value.clone(),
+                    },
+                    span,
+                )),
+                (None, None) => {
+                    cx.error(&key.value, "this key is an expression, not arguments: say its type with `key_type = ...` (keys made of arguments, like `key = (tenant, id)`, need none)");
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Every identifier an expression mentions (arguments and `self` among them), including
+/// those captured by format strings (`format!("{id}")`).
+fn mentioned(expr: &Expr) -> BTreeSet<String> {
+    fn walk(tokens: proc_macro2::TokenStream, out: &mut BTreeSet<String>) {
+        for token in tokens {
+            match token {
+                proc_macro2::TokenTree::Ident(ident) => {
+                    out.insert(ident.to_string());
+                }
+                proc_macro2::TokenTree::Group(group) => walk(group.stream(), out),
+                proc_macro2::TokenTree::Literal(literal) => {
+                    if let Ok(syn::Lit::Str(text)) =
+                        syn::parse2::<syn::Lit>(literal.into_token_stream())
+                    {
+                        captured(&text.value(), out);
+                    }
+                }
+                proc_macro2::TokenTree::Punct(_) => {}
+            }
+        }
+    }
+    /// `{name}` and `{name:…}` in a format string; `{{` is an escaped brace.
+    fn captured(text: &str, out: &mut BTreeSet<String>) {
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            rest = &rest[open + 1..];
+            if let Some(escaped) = rest.strip_prefix('{') {
+                rest = escaped;
+                continue;
+            }
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            if name.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+                out.insert(name.to_owned());
+            }
+            rest = &rest[end..];
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(expr.to_token_stream(), &mut out);
+    out
+}
+
+/// Detached when nothing borrows: no receiver, no reference, lifetime, `impl Trait` or
+/// generic type parameter in any argument.
+fn mode(func: &ItemFn, has_receiver: bool, params: &[Param]) -> Mode {
+    struct Borrows<'a> {
+        generics: &'a BTreeSet<String>,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Borrows<'_> {
+        fn visit_type_reference(&mut self, _: &'ast syn::TypeReference) {
+            self.found = true;
+        }
+        fn visit_lifetime(&mut self, _: &'ast syn::Lifetime) {
+            self.found = true;
+        }
+        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
+            self.found = true;
+        }
+        fn visit_type_path(&mut self, path: &'ast syn::TypePath) {
+            if let Some(ident) = path.path.get_ident() {
+                if self.generics.contains(&ident.to_string()) {
+                    self.found = true;
+                }
+            }
+            syn::visit::visit_type_path(self, path);
+        }
+    }
+    if has_receiver {
+        return Mode::Inline;
+    }
+    let generics: BTreeSet<String> = func
+        .sig
+        .generics
+        .type_params()
+        .map(|t| t.ident.to_string())
+        .collect();
+    let mut borrows = Borrows {
+        generics: &generics,
+        found: false,
+    };
+    for param in params {
+        borrows.visit_type(&param.ty);
+    }
+    if borrows.found {
+        Mode::Inline
+    } else {
+        Mode::Detached
+    }
+}

@@ -1,0 +1,282 @@
+//! Code generation: the function keeps its signature, attributes and body; its body now
+//! builds the key, finds the function's cache and loads through it. Beside it, a handle
+//! constant (`LOAD_PROFILE` for `load_profile`). Generated code reaches the runtime only
+//! through `::stampede::__private`.
+use crate::check::{Key, Mode, Param, Plan, Returns};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::{ItemFn, Type};
+
+pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
+    let private = quote!(::stampede::__private);
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = &func;
+    let fn_name = &sig.ident;
+    let fn_text = fn_name.to_string();
+    let handle = format_ident!(
+        "{}",
+        fn_text.trim_start_matches("r#").to_uppercase(),
+        span = fn_name.span()
+    );
+
+    let key_ty = key_type(&plan);
+    let (value_ty, error_ty, ret_ty) = match &plan.returns {
+        Returns::Result { ty, ok, err } => (ok.clone(), err.clone(), ty.clone()),
+        Returns::Value(ty) => (ty.clone(), syn::parse_quote!(#private::Error), ty.clone()),
+    };
+    let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #error_ty>);
+
+    // The cache's identity: one per function, whether reached by a call or the handle.
+    let id = quote_spanned! {fn_name.span()=>
+        ::core::concat!(::core::module_path!(), "::", #fn_text, "@", ::core::line!(), ":", ::core::column!())
+    };
+    let policy = policy(&plan, &fn_text, &private);
+    let map_error = match (&plan.returns, &plan.map_error) {
+        (Returns::Value(_), _) => quote!(#private::keep_error),
+        (Returns::Result { .. }, Some(path)) => quote!(#path),
+        (Returns::Result { .. }, None) => quote!(#private::from_cache_error::<#error_ty>),
+    };
+    let mode = match plan.mode {
+        Mode::Detached => quote!(#private::LeaderMode::Detached),
+        Mode::Inline => quote!(#private::LeaderMode::Inline),
+    };
+    let build = quote! {
+        fn __stampede_build() -> #cache_ty {
+            #private::build_cache(#policy, #map_error)
+        }
+    };
+
+    let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
+    let (key_expr, restore) = key_and_restore(&plan, &key_ty);
+    let load = match plan.mode {
+        Mode::Detached => quote!(load_keyed),
+        Mode::Inline => quote!(load_inline_keyed),
+    };
+    let stmts = &block.stmts;
+    // A typed, unreachable `return` pins the body's type to the declared one, so a wrong
+    // `return` or `?` is reported in the user's code, not in ours.
+    let body = quote_spanned! {ret_ty_span(&ret_ty)=>
+        #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::needless_return, clippy::empty_loop)]
+        if false {
+            let __stampede_fake_return: #ret_ty = loop {};
+            return __stampede_fake_return;
+        }
+        #(#stmts)*
+    };
+    let origin = match &plan.returns {
+        Returns::Result { .. } => quote! {
+            move |__stampede_key: &#key_ty| {
+                #restore
+                async move { #body }
+            }
+        },
+        Returns::Value(_) => quote! {
+            move |__stampede_key: &#key_ty| {
+                #restore
+                async move {
+                    ::core::result::Result::Ok::<#value_ty, #private::Error>(async move { #body }.await)
+                }
+            }
+        },
+    };
+    let call = quote! {
+        __stampede_cache.#load(__stampede_key, #origin).await
+    };
+    let call = match &plan.returns {
+        Returns::Result { .. } => call,
+        Returns::Value(_) => quote! {
+            match #call {
+                ::core::result::Result::Ok(value) => value,
+                ::core::result::Result::Err(error) => #private::origin_failed(error),
+            }
+        },
+    };
+
+    let mode_doc = match plan.mode {
+        Mode::Detached => "detached: every argument is owned, so the origin runs as its own task and a caller that gives up never cancels a load others wait for",
+        Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
+    };
+    let handle_doc = format!(
+        " The cache of [`{fn_text}`]: `invalidate(&key)`, `invalidate_all()`, `stats()`.\n\n Leader mode: {mode_doc}."
+    );
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #assertions
+            let __stampede_key: #key_ty = #key_expr;
+            static __STAMPEDE_CACHE: #private::OnceLock<#cache_ty> = #private::OnceLock::new();
+            let __stampede_cache = __STAMPEDE_CACHE.get_or_init(|| {
+                #build
+                #private::Handle::new(#id, __stampede_build, #mode).cache()
+            });
+            #call
+        }
+
+        #[doc = #handle_doc]
+        #[allow(dead_code)]
+        #vis const #handle: #private::Handle<#key_ty, #value_ty, #error_ty> = {
+            #build
+            #private::Handle::new(#id, __stampede_build, #mode)
+        };
+    }
+}
+
+fn ret_ty_span(ty: &Type) -> Span {
+    syn::spanned::Spanned::span(ty)
+}
+
+/// The key's type: `key_type` when given, else the owned types of the keyed arguments.
+fn key_type(plan: &Plan) -> TokenStream {
+    if let Some(ty) = &plan.key_type {
+        return ty.to_token_stream();
+    }
+    match &plan.key {
+        Key::Expr { ty, .. } => ty.to_token_stream(),
+        Key::Params(parts) => {
+            let types = parts.iter().map(|&i| owned_type(&plan.params[i]));
+            match parts.len() {
+                1 => types.into_iter().next().unwrap_or_default(),
+                _ => quote!((#(#types,)*)),
+            }
+        }
+    }
+}
+
+fn owned_type(param: &Param) -> TokenStream {
+    match &param.ty {
+        Type::Reference(r) => {
+            let elem = &r.elem;
+            quote!(<#elem as ::std::borrow::ToOwned>::Owned)
+        }
+        ty => ty.to_token_stream(),
+    }
+}
+
+/// The key expression, and the statements that give the origin back the arguments the
+/// key took. Owned arguments move into the key (a hit clones nothing); the origin clones
+/// them back out, on a miss only. Borrowed arguments are copied into the key as owned.
+fn key_and_restore(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, TokenStream) {
+    let Key::Params(parts) = &plan.key else {
+        let Key::Expr { expr, .. } = &plan.key else {
+            unreachable!()
+        };
+        return (quote!(#expr), TokenStream::new());
+    };
+    let single = parts.len() == 1;
+    let mut values = Vec::new();
+    let mut restore = Vec::new();
+    for (position, &i) in parts.iter().enumerate() {
+        let param = &plan.params[i];
+        let name = param.ident();
+        if param.by_ref {
+            values.push(quote!(::std::borrow::ToOwned::to_owned(#name)));
+            continue;
+        }
+        values.push(quote!(#name));
+        let pat = &param.pat;
+        let field = if single {
+            quote!(__stampede_key)
+        } else {
+            let index = syn::Index::from(position);
+            quote!(&__stampede_key.#index)
+        };
+        restore.push(quote!(let #pat = ::core::clone::Clone::clone(#field);));
+    }
+    let _ = key_ty;
+    let expr = if single {
+        values.into_iter().next().unwrap_or_default()
+    } else {
+        quote!((#(#values,)*))
+    };
+    (expr, quote!(#(#restore)*))
+}
+
+fn policy(plan: &Plan, fn_text: &str, private: &TokenStream) -> TokenStream {
+    let name = match &plan.name {
+        Some(name) => quote!(#name),
+        None => quote!(::core::concat!(::core::module_path!(), "::", #fn_text)),
+    };
+    let millis = |m: u64| quote!(::core::time::Duration::from_millis(#m));
+    let mut calls = Vec::new();
+    calls.push({
+        let fresh = millis(plan.fresh.millis);
+        quote!(.fresh(#fresh))
+    });
+    if let Some(stale) = plan.stale {
+        let d = millis(stale.millis);
+        calls.push(quote!(.stale(#d)));
+    }
+    if let Some(bound) = plan.stale_if_error {
+        let d = millis(bound.millis);
+        calls.push(quote!(.stale_if_error(#d)));
+    }
+    if let Some(timeout) = plan.timeout {
+        let d = millis(timeout.millis);
+        calls.push(quote!(.timeout(#d)));
+    }
+    if let Some(lease) = plan.lease {
+        let d = millis(lease.millis);
+        calls.push(quote!(.lease(#d)));
+    }
+    if !plan.coalesce {
+        calls.push(quote!(.coalesce(false)));
+    }
+    if let Some(beta) = plan.xfetch {
+        calls.push(quote!(.xfetch(#beta)));
+    }
+    if let Some(jitter) = plan.jitter {
+        calls.push(quote!(.jitter(#jitter)));
+    }
+    if let Some(admission) = &plan.admission {
+        calls.push(quote!(.admission(#admission)));
+    }
+    if let Some(version) = plan.version {
+        calls.push(quote!(.version(#version)));
+    }
+    if let Some(capacity) = plan.capacity {
+        calls.push(quote!(.capacity(#capacity)));
+    }
+    quote!(#private::Policy::builder(#name) #(#calls)*)
+}
+
+/// Bound checks placed under the user's tokens, so an unfit key, value or error is
+/// reported there with the runtime traits' messages.
+fn assertions(
+    plan: &Plan,
+    key_ty: &TokenStream,
+    value_ty: &Type,
+    error_ty: &Type,
+    private: &TokenStream,
+) -> TokenStream {
+    let key_span = match (&plan.key_type, &plan.key) {
+        (Some(ty), _) => syn::spanned::Spanned::span(ty),
+        (None, _) if plan.key_span.is_some() => plan.key_span.unwrap_or_else(Span::call_site),
+        (None, Key::Params(parts)) if !parts.is_empty() => plan.params[parts[0]].ident().span(),
+        _ => Span::call_site(),
+    };
+    let value_span = syn::spanned::Spanned::span(value_ty);
+    let error_span = syn::spanned::Spanned::span(error_ty);
+    let key = quote_spanned!(key_span=> #private::assert_key::<#key_ty>(););
+    let value = if plan.local {
+        quote_spanned!(value_span=> #private::assert_local_value::<#value_ty>();)
+    } else {
+        quote_spanned!(value_span=> #private::assert_value::<#value_ty>();)
+    };
+    let error = match (&plan.returns, &plan.map_error) {
+        (Returns::Value(_), _) => TokenStream::new(),
+        (Returns::Result { .. }, Some(_)) => {
+            quote_spanned!(error_span=> #private::assert_shared_error::<#error_ty>();)
+        }
+        (Returns::Result { .. }, None) => quote_spanned! {error_span=>
+            #private::assert_shared_error::<#error_ty>();
+            #private::assert_from_cache_error::<#error_ty>();
+        },
+    };
+    quote!(#key #value #error)
+}
