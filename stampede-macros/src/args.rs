@@ -21,6 +21,9 @@ pub(crate) struct Set<T> {
 
 #[derive(Default)]
 pub(crate) struct Args {
+    /// Every option written, valid or not (and, for a renamed one, the name it has
+    /// here), so a bad `fresh` is not also reported as a missing one.
+    pub(crate) written: Vec<String>,
     pub(crate) fresh: Option<Set<Millis>>,
     pub(crate) stale: Option<Set<Millis>>,
     pub(crate) stale_if_error: Option<Set<Millis>>,
@@ -119,6 +122,7 @@ impl Args {
     fn interpret(&mut self, option: RawOption, cx: &mut Ctxt) {
         let RawOption { name, value } = option;
         let key = name.to_string();
+        self.written.push(key.clone());
         macro_rules! set {
             ($field:ident, $parsed:expr) => {{
                 if self.$field.is_some() {
@@ -186,6 +190,7 @@ impl Args {
             }
             other => match RENAMED.iter().find(|(old, _)| *old == other) {
                 Some((old, new)) => {
+                    self.written.push((*new).to_owned());
                     cx.error(&name, format!("`{old}` is `{new}` here"));
                 }
                 None => cx.error(
@@ -269,7 +274,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
             .replace('_', "")
             .parse()
             .map_err(|_| format!("`{text}` is too large for a duration"))?;
-        rest = &rest[digits..];
+        rest = rest[digits..].trim_start();
         let unit_len = rest
             .find(|c: char| !c.is_ascii_alphabetic())
             .unwrap_or(rest.len());
@@ -280,12 +285,17 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            "" => {
+            "" if trimmed.chars().all(|c| c.is_ascii_digit() || c == '_') => {
                 return Err(format!(
-                    "`{text}` needs a unit after {number}: ms, s, m, h or d (for example \"{number}s\")"
+                    "`{text}` needs a unit: ms, s, m, h or d (for example \"{number}s\")"
                 ))
             }
-            other => return Err(format!("unknown unit `{other}` in `{text}`: use ms, s, m, h or d")),
+            "" => return Err(format!("`{text}` is not a duration: {HINT}")),
+            other => {
+                return Err(format!(
+                    "unknown unit `{other}` in `{text}`: use ms, s, m, h or d"
+                ))
+            }
         };
         total = number
             .checked_mul(scale)

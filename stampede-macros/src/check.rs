@@ -138,6 +138,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
             None
         }
         Some(fresh) => Some(fresh.value),
+        None if args.written.iter().any(|w| w == "fresh") => None,
         None => {
             cx.error_at(
                 Span::call_site(),
@@ -271,7 +272,8 @@ fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
     let Some(last) = path.path.segments.last() else {
         return Some(Returns::Value(ty));
     };
-    if last.ident != "Result" {
+    // `Result`, `io::Result`, `AppResult`: an alias must not turn errors into cached values.
+    if !last.ident.to_string().ends_with("Result") {
         return Some(Returns::Value(ty));
     }
     let types: Vec<&Type> = match &last.arguments {
@@ -295,7 +297,7 @@ fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
             ok: (*ok).clone(),
             err: (*err).clone(),
         },
-        // An alias such as `io::Result<T>` or `anyhow::Result<T>`: let the compiler say.
+        // An alias such as `io::Result<T>` or `AppResult<T>`: the compiler resolves it.
         _ => Returns::Result {
             ok: projection("Value"),
             err: projection("Error"),

@@ -16,6 +16,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         block,
         ..
     } = &func;
+    let sig = &outer_signature(sig, &plan);
     let fn_name = &sig.ident;
     let fn_text = fn_name.to_string();
     let handle = format_ident!(
@@ -279,4 +280,29 @@ fn assertions(
         },
     };
     quote!(#key #value #error)
+}
+
+/// The signature as written, less `mut` on arguments that move into the key: they are
+/// mutable again where the body gets them back (see [`key_and_restore`]).
+fn outer_signature(sig: &syn::Signature, plan: &Plan) -> syn::Signature {
+    let mut sig = sig.clone();
+    let Key::Params(parts) = &plan.key else {
+        return sig;
+    };
+    let moved: Vec<String> = parts
+        .iter()
+        .map(|&i| &plan.params[i])
+        .filter(|p| !p.by_ref)
+        .map(|p| p.ident().to_string())
+        .collect();
+    for input in sig.inputs.iter_mut() {
+        if let syn::FnArg::Typed(typed) = input {
+            if let syn::Pat::Ident(pat) = &mut *typed.pat {
+                if moved.contains(&pat.ident.to_string()) {
+                    pat.mutability = None;
+                }
+            }
+        }
+    }
+    sig
 }

@@ -20,6 +20,11 @@ where
 }
 
 /// The `Ok` and `Err` types of a return type that ends in `Result`, aliases included.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is read as a `Result` because its name ends in `Result`, but it is not one",
+    label = "#[cached] caches only the `Ok` of a `Result`",
+    note = "return a `Result<T, E>` (or an alias of one); to cache a plain value whose type name ends in `Result`, return it through an alias with another name"
+)]
 pub trait Fallible {
     /// What is cached.
     type Value;

@@ -63,12 +63,7 @@ fn registry() -> &'static Mutex<HashMap<&'static str, Box<dyn Any + Send + Sync>
     REGISTRY.get_or_init(Default::default)
 }
 
-impl<K, V, E> Handle<K, V, E>
-where
-    K: CacheKey,
-    V: LocalValue,
-    E: SharedError,
-{
+impl<K, V, E> Handle<K, V, E> {
     /// A handle for the cache `build` makes; `id` must be unique in the process (the
     /// attribute uses the function's module path, name and source position).
     pub const fn new(id: &'static str, build: fn() -> Cache<K, V, E>, mode: LeaderMode) -> Self {
@@ -80,7 +75,14 @@ where
     pub fn leader_mode(&self) -> LeaderMode {
         self.mode
     }
+}
 
+impl<K, V, E> Handle<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
     /// The cache, created on first use.
     pub fn cache(&self) -> Cache<K, V, E> {
         let mut caches = registry().lock().unwrap_or_else(PoisonError::into_inner);

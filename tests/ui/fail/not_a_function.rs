@@ -1,0 +1,6 @@
+use stampede::cached;
+
+#[cached(fresh = "60s")]
+struct Profile;
+
+fn main() {}

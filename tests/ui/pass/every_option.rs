@@ -1,0 +1,90 @@
+// Every option of the attribute, on functions that return `Result`.
+use serde::{Deserialize, Serialize};
+use stampede::cached;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct TenantId(u32);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Profile {
+    id: u64,
+}
+
+#[derive(Debug, Clone)]
+enum AppError {
+    Cache(stampede::Error),
+}
+
+impl From<stampede::Error> for AppError {
+    fn from(error: stampede::Error) -> Self {
+        AppError::Cache(error)
+    }
+}
+
+struct Db;
+
+#[cached(
+    fresh = "1m30s",
+    stale = "30s",
+    stale_if_error = "5m",
+    coalesce,
+    xfetch(beta = 1.5),
+    jitter = 0.15,
+    key = (tenant, user_id),
+    skip(db),
+    timeout = "2s",
+    admission = "db",
+    lease = "5s",
+    name = "user-profile",
+    version = 1,
+    capacity = 10_000,
+)]
+async fn load_profile(tenant: TenantId, user_id: u64, db: &Db) -> Result<Profile, AppError> {
+    let _ = (&tenant, db);
+    Ok(Profile { id: user_id })
+}
+
+#[cached(fresh = "250ms", coalesce = false, xfetch)]
+async fn uncoalesced(id: u64) -> Result<u64, AppError> {
+    Ok(id)
+}
+
+#[derive(Debug, Clone)]
+struct Opaque;
+
+fn opaque(_: stampede::Error) -> Opaque {
+    Opaque
+}
+
+#[cached(fresh = "1h", timeout = "100ms", map_error = opaque)]
+async fn mapped(id: u64) -> Result<u64, Opaque> {
+    Ok(id)
+}
+
+#[derive(Clone)]
+struct NotSerde(u64);
+
+#[cached(fresh = "1d", local)]
+async fn local_only(id: u64) -> Result<NotSerde, AppError> {
+    Ok(NotSerde(id))
+}
+
+type AppResult<T> = Result<T, AppError>;
+
+#[cached(fresh = "10s")]
+async fn through_an_alias(id: u64) -> AppResult<u64> {
+    Ok(id)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let profile = load_profile(TenantId(1), 2, &Db).await.unwrap();
+    assert_eq!(profile, Profile { id: 2 });
+    assert_eq!(uncoalesced(3).await.unwrap(), 3);
+    assert_eq!(mapped(4).await.unwrap(), 4);
+    assert_eq!(local_only(5).await.unwrap().0, 5);
+    assert_eq!(through_an_alias(6).await.unwrap(), 6);
+    LOAD_PROFILE.invalidate(&(TenantId(1), 2));
+    LOAD_PROFILE.invalidate_all();
+    assert_eq!(LOAD_PROFILE.stats().origin_calls, 1);
+}
