@@ -6,9 +6,9 @@
 //! callers saw:
 //!
 //! ```text
-//! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50 --fresh-ms 500
+//! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
-use stampede::{Cache, Policy};
+use stampede::cached;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,22 +19,19 @@ struct Settings {
     rate: u64,
     duration: Duration,
     origin_latency: Duration,
-    fresh: Duration,
 }
 
-const USAGE: &str =
-    "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--fresh-ms MS]
+const USAGE: &str = "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS]
   --rate        requests per second on the hot key (default 2000)
   --duration    seconds of load per strategy (default 3)
   --origin-ms   origin latency in milliseconds (default 50)
-  --fresh-ms    how long a value is fresh, in milliseconds (default 500)";
+Values are fresh for 500 ms (the strategies' #[cached] attributes).";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings {
         rate: 2_000,
         duration: Duration::from_secs(3),
         origin_latency: Duration::from_millis(50),
-        fresh: Duration::from_millis(500),
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -56,7 +53,6 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             "--origin-ms" => {
                 settings.origin_latency = Duration::from_millis(number("milliseconds")?)
             }
-            "--fresh-ms" => settings.fresh = Duration::from_millis(number("milliseconds")?),
             other => return Err(format!("unknown flag `{other}`")),
         }
     }
@@ -72,7 +68,8 @@ struct Database {
 }
 
 impl Database {
-    async fn load_profile(&self, latency: Duration) -> Result<u64, stampede::Error> {
+    async fn load_profile(&self, id: u64, latency: Duration) -> Result<u64, stampede::Error> {
+        let _ = id;
         let call = self.calls.fetch_add(1, Ordering::SeqCst) as u64;
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
@@ -82,34 +79,88 @@ impl Database {
     }
 }
 
-const KEY: &str = "profile:42";
+/// The hot key every request asks for.
+const KEY: u64 = 42;
 
-struct Strategy {
-    name: &'static str,
-    policy: Policy,
+// One annotated function per strategy: the same origin, four attributes.
+
+#[cached(fresh = "500ms", coalesce = false, skip(db, latency))]
+async fn unprotected(
+    id: u64,
+    db: Arc<Database>,
+    latency: Duration,
+) -> Result<u64, stampede::Error> {
+    db.load_profile(id, latency).await
 }
 
-fn strategies(fresh: Duration) -> Vec<Strategy> {
-    let base = || Policy::builder("herd").fresh(fresh);
-    let build = |b: stampede::PolicyBuilder| b.build().expect("the herd policies are valid");
-    vec![
-        Strategy {
-            name: "no protection",
-            policy: build(base().coalesce(false)),
-        },
-        Strategy {
-            name: "coalescing",
-            policy: build(base()),
-        },
-        Strategy {
-            name: "coalescing + stale window",
-            policy: build(base().stale(fresh)),
-        },
-        Strategy {
-            name: "coalescing + XFetch",
-            policy: build(base().xfetch(1.0)),
-        },
-    ]
+#[cached(fresh = "500ms", skip(db, latency))]
+async fn coalesced(id: u64, db: Arc<Database>, latency: Duration) -> Result<u64, stampede::Error> {
+    db.load_profile(id, latency).await
+}
+
+#[cached(fresh = "500ms", stale = "500ms", skip(db, latency))]
+async fn stale_while_revalidate(
+    id: u64,
+    db: Arc<Database>,
+    latency: Duration,
+) -> Result<u64, stampede::Error> {
+    db.load_profile(id, latency).await
+}
+
+#[cached(fresh = "500ms", xfetch(beta = 1.0), skip(db, latency))]
+async fn early_refresh(
+    id: u64,
+    db: Arc<Database>,
+    latency: Duration,
+) -> Result<u64, stampede::Error> {
+    db.load_profile(id, latency).await
+}
+
+/// How long every strategy's values are fresh (the attributes above).
+const FRESH: Duration = Duration::from_millis(500);
+
+#[derive(Clone, Copy)]
+enum Strategy {
+    NoProtection,
+    Coalescing,
+    StaleWindow,
+    XFetch,
+}
+
+impl Strategy {
+    const ALL: [Strategy; 4] = [
+        Strategy::NoProtection,
+        Strategy::Coalescing,
+        Strategy::StaleWindow,
+        Strategy::XFetch,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Strategy::NoProtection => "no protection",
+            Strategy::Coalescing => "coalescing",
+            Strategy::StaleWindow => "coalescing + stale window",
+            Strategy::XFetch => "coalescing + XFetch",
+        }
+    }
+
+    async fn call(self, db: Arc<Database>, latency: Duration) -> Result<u64, stampede::Error> {
+        match self {
+            Strategy::NoProtection => unprotected(KEY, db, latency).await,
+            Strategy::Coalescing => coalesced(KEY, db, latency).await,
+            Strategy::StaleWindow => stale_while_revalidate(KEY, db, latency).await,
+            Strategy::XFetch => early_refresh(KEY, db, latency).await,
+        }
+    }
+
+    fn stats(self) -> stampede::Stats {
+        match self {
+            Strategy::NoProtection => UNPROTECTED.stats(),
+            Strategy::Coalescing => COALESCED.stats(),
+            Strategy::StaleWindow => STALE_WHILE_REVALIDATE.stats(),
+            Strategy::XFetch => EARLY_REFRESH.stats(),
+        }
+    }
 }
 
 struct Row {
@@ -121,16 +172,13 @@ struct Row {
     stale_served: u64,
 }
 
-async fn run(settings: &Settings, policy: Policy) -> Row {
-    let cache: Cache<&'static str, u64> = Cache::new(policy);
+async fn run(settings: &Settings, strategy: Strategy) -> Row {
     let db = Arc::new(Database::default());
-    // Warm the key first: the table is about expiries under load, not the cold start.
-    let warm = db.clone();
     let latency = settings.origin_latency;
-    let _ = cache
-        .load(KEY, move || async move { warm.load_profile(latency).await })
-        .await;
+    // Warm the key first: the table is about expiries under load, not the cold start.
+    let _ = strategy.call(db.clone(), latency).await;
     let warm_calls = db.calls.load(Ordering::SeqCst);
+    let stale_before = strategy.stats().stale_hits;
     let (latencies_tx, mut latencies_rx) = tokio::sync::mpsc::unbounded_channel();
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(1));
@@ -144,17 +192,10 @@ async fn run(settings: &Settings, policy: Policy) -> Row {
         while owed >= 1.0 {
             owed -= 1.0;
             requests += 1;
-            let (cache, db, tx, latency) = (
-                cache.clone(),
-                db.clone(),
-                latencies_tx.clone(),
-                settings.origin_latency,
-            );
+            let (db, tx) = (db.clone(), latencies_tx.clone());
             tokio::spawn(async move {
                 let asked = Instant::now();
-                let answer = cache
-                    .load(KEY, move || async move { db.load_profile(latency).await })
-                    .await;
+                let answer = strategy.call(db, latency).await;
                 let _ = tx.send((asked.elapsed(), answer.is_ok()));
             });
         }
@@ -172,7 +213,7 @@ async fn run(settings: &Settings, policy: Policy) -> Row {
         max_concurrent: db.max_running.load(Ordering::SeqCst),
         p50: at(0.50),
         p99: at(0.99),
-        stale_served: cache.stats().stale_hits,
+        stale_served: strategy.stats().stale_hits - stale_before,
     }
 }
 
@@ -202,7 +243,7 @@ fn main() -> ExitCode {
         }
     };
     // With coalescing a value lives fresh + one reload, so that is the expiry period.
-    let period = settings.fresh + settings.origin_latency;
+    let period = FRESH + settings.origin_latency;
     let expiries = (settings.duration.as_secs_f64() / period.as_secs_f64())
         .floor()
         .max(1.0);
@@ -211,7 +252,7 @@ fn main() -> ExitCode {
         settings.rate,
         settings.duration,
         settings.origin_latency,
-        settings.fresh,
+        FRESH,
         expiries,
         settings.rate as f64 * settings.origin_latency.as_secs_f64(),
     );
@@ -226,11 +267,11 @@ fn main() -> ExitCode {
         "p99",
         "stale served"
     );
-    for strategy in strategies(settings.fresh) {
-        let row = runtime.block_on(run(&settings, strategy.policy));
+    for strategy in Strategy::ALL {
+        let row = runtime.block_on(run(&settings, strategy));
         println!(
             "{:<27} {:>9} {:>13} {:>11.1} {:>15} {:>10} {:>10} {:>13}",
-            strategy.name,
+            strategy.name(),
             row.requests,
             row.origin_calls,
             row.origin_calls as f64 / expiries,
