@@ -5,6 +5,40 @@
 //! refreshes hot keys before they expire. [`cached`] does it to an existing function;
 //! [`Cache`] is the same engine without the macro. See the README for the options, the
 //! behaviour in full and the leader-mode table.
+//!
+//! ```
+//! use stampede::cached;
+//!
+//! #[derive(Debug, Clone)]
+//! enum AppError {
+//!     Cache(stampede::Error),
+//! }
+//! impl From<stampede::Error> for AppError {
+//!     fn from(error: stampede::Error) -> Self {
+//!         AppError::Cache(error)
+//!     }
+//! }
+//!
+//! struct Db;
+//! impl Db {
+//!     async fn name_of(&self, tenant: u32, id: u64) -> Result<String, AppError> {
+//!         Ok(format!("{tenant}/{id}"))
+//!     }
+//! }
+//!
+//! #[cached(fresh = "60s", stale = "30s", key = (tenant, id), skip(db))]
+//! async fn name_of(tenant: u32, id: u64, db: &Db) -> Result<String, AppError> {
+//!     db.name_of(tenant, id).await
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! assert_eq!(name_of(7, 1, &Db).await.unwrap(), "7/1");
+//! assert_eq!(name_of(7, 1, &Db).await.unwrap(), "7/1"); // a hit
+//! assert_eq!(NAME_OF.stats().origin_calls, 1);
+//! NAME_OF.invalidate(&(7, 1));
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 pub use stampede_macros::cached;

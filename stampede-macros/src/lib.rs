@@ -10,7 +10,20 @@ mod expand;
 use proc_macro::TokenStream;
 
 /// Caches an `async fn`: one origin call per key at a time, fresh and stale windows,
-/// early refresh. The options are documented on `stampede::cached`.
+/// early refresh, per-caller deadlines.
+///
+/// ```ignore
+/// #[cached(fresh = "60s", stale = "30s", xfetch, key = (tenant, id), skip(db))]
+/// async fn load_profile(tenant: TenantId, id: u64, db: &PgPool) -> Result<Profile, AppError> {
+///     db.fetch_profile(&tenant, id).await
+/// }
+/// // Beside it: `LOAD_PROFILE.invalidate(&(tenant, id))`, `LOAD_PROFILE.stats()`.
+/// ```
+///
+/// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
+/// `jitter`, `key`, `key_type`, `skip`, `timeout`, `admission`, `lease`, `name`,
+/// `version`, `capacity`, `local`, `map_error`; the README has the table with defaults.
+/// Every argument, `self` included, must be in the key or in `skip(...)`.
 #[proc_macro_attribute]
 pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
     let original = proc_macro2::TokenStream::from(item.clone());
