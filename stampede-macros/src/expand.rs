@@ -203,28 +203,21 @@ fn policy(plan: &Plan, fn_text: &str, private: &TokenStream) -> TokenStream {
         Some(name) => quote!(#name),
         None => quote!(::core::concat!(::core::module_path!(), "::", #fn_text)),
     };
-    let millis = |m: u64| quote!(::core::time::Duration::from_millis(#m));
-    let mut calls = Vec::new();
-    calls.push({
-        let fresh = millis(plan.fresh.millis);
-        quote!(.fresh(#fresh))
-    });
-    if let Some(stale) = plan.stale {
-        let d = millis(stale.millis);
-        calls.push(quote!(.stale(#d)));
-    }
-    if let Some(bound) = plan.stale_if_error {
-        let d = millis(bound.millis);
-        calls.push(quote!(.stale_if_error(#d)));
-    }
-    if let Some(timeout) = plan.timeout {
-        let d = millis(timeout.millis);
-        calls.push(quote!(.timeout(#d)));
-    }
-    if let Some(lease) = plan.lease {
-        let d = millis(lease.millis);
-        calls.push(quote!(.lease(#d)));
-    }
+    let durations = [
+        ("fresh", Some(plan.fresh)),
+        ("stale", plan.stale),
+        ("stale_if_error", plan.stale_if_error),
+        ("timeout", plan.timeout),
+        ("lease", plan.lease),
+    ];
+    let mut calls: Vec<TokenStream> = durations
+        .into_iter()
+        .filter_map(|(setter, duration)| {
+            let setter = format_ident!("{setter}");
+            let millis = duration?.millis;
+            Some(quote!(.#setter(::core::time::Duration::from_millis(#millis))))
+        })
+        .collect();
     if !plan.coalesce {
         calls.push(quote!(.coalesce(false)));
     }
