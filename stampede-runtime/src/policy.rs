@@ -32,10 +32,12 @@ pub struct Policy {
     admission: Option<Arc<str>>,
     lease: Option<Duration>,
     version: u32,
+    enabled: bool,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
-/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0.
+/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0,
+/// caching enabled.
 impl Policy {
     /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
     pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
@@ -54,6 +56,7 @@ impl Policy {
                 admission: None,
                 lease: None,
                 version: 0,
+                enabled: true,
             },
         }
     }
@@ -110,6 +113,15 @@ impl Policy {
     /// Key schema version.
     pub fn version(&self) -> u32 {
         self.version
+    }
+    /// Whether the cache caches at all; when off, every call goes straight to the origin.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// A builder holding these settings, for changing some of them (runtime overrides).
+    pub(crate) fn into_builder(self) -> PolicyBuilder {
+        PolicyBuilder { policy: self }
     }
 }
 
@@ -179,6 +191,13 @@ impl PolicyBuilder {
     /// Key schema version; bump it when the key's meaning changes.
     pub fn version(mut self, version: u32) -> Self {
         self.policy.version = version;
+        self
+    }
+    /// Whether to cache at all (default true). Off, every call runs the origin directly:
+    /// no store, no coalescing, no deadline, no admission; each call counts as an origin
+    /// call. Operators switch it per function in the runtime configuration.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.policy.enabled = enabled;
         self
     }
 
