@@ -7,6 +7,13 @@ use crate::policy::PolicyBuilder;
 
 /// Makes a cached function's cache from the attribute's settings. The attribute checked
 /// every setting at compile time, so `build` cannot fail on them.
+///
+/// The cache takes the process's [`Runtime`](crate::Runtime) (the installed one, or on
+/// this first use the one `STAMPEDE_CONFIG` and `STAMPEDE_*` describe): its overrides for
+/// the policy's name replace the compiled settings, and its admission semaphores gate the
+/// function's origin calls. A configuration that cannot serve the function (an undefined
+/// admission name, an invalid file) fails the function's calls with that error, never a
+/// panic.
 pub fn build_cache<K, V, E>(policy: PolicyBuilder, map_error: fn(Error) -> E) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -16,5 +23,6 @@ where
     let policy = policy
         .build()
         .expect("#[cached] checked these settings at compile time");
+    // No explicit runtime: the builder binds the process's.
     CacheBuilder::new(policy, map_error).build()
 }
