@@ -105,6 +105,7 @@ struct Strategy {
     name: String,
     runtime: Runtime,
     policy: PolicyBuilder,
+    limit: Option<usize>,
 }
 
 /// Fresh long enough to fill every key, short enough that the run waits little for the
@@ -130,16 +131,19 @@ fn strategies(settings: &Settings) -> Vec<Strategy> {
             name: "coalescing, no admission".into(),
             runtime: Runtime::builder().build().expect("valid"),
             policy: base(),
+            limit: None,
         },
         Strategy {
             name: format!("admission {limit}, queue {long:?}"),
             runtime: limited(long),
             policy: base().admission("db"),
+            limit: Some(limit),
         },
         Strategy {
             name: format!("admission {limit}, queue {short:?}"),
             runtime: limited(short),
             policy: base().admission("db"),
+            limit: Some(limit),
         },
         Strategy {
             name: format!("admission {limit}, queue {short:?}, stale_if_error"),
@@ -147,6 +151,7 @@ fn strategies(settings: &Settings) -> Vec<Strategy> {
             policy: base()
                 .admission("db")
                 .stale_if_error(Duration::from_secs(3_600)),
+            limit: Some(limit),
         },
     ]
 }
@@ -239,8 +244,9 @@ fn run(settings: &Settings) -> ExitCode {
         "p50",
         "p99"
     );
+    let mut held = true;
     for strategy in strategies(settings) {
-        let name = strategy.name.clone();
+        let (name, limit) = (strategy.name.clone(), strategy.limit);
         let row = runtime.block_on(flush(settings, strategy));
         println!(
             "{:<44} {:>9} {:>13} {:>15} {:>6} {:>13} {:>7} {:>10} {:>10}",
@@ -254,6 +260,11 @@ fn run(settings: &Settings) -> ExitCode {
             format!("{:.2?}", row.p50),
             format!("{:.2?}", row.p99),
         );
+        held &= limit.is_none_or(|limit| row.max_concurrent <= limit);
+    }
+    if !held {
+        eprintln!("herd --flush: origin concurrency passed an admission limit");
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
