@@ -45,4 +45,4 @@ pub use handle::Handle;
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::Stats;
-pub use warmup::{warmup, WarmupReport};
+pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

@@ -187,6 +187,7 @@ fn boolean(value: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Runtime;
     use std::time::Duration;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
@@ -240,8 +241,6 @@ mod tests {
         );
         assert!(builder.build().is_ok());
     }
-
-    use super::super::Runtime;
 
     #[test]
     fn bad_variables_are_errors_naming_the_variable() {
