@@ -8,6 +8,10 @@
 //! ```text
 //! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
+//!
+//! `--flush` runs the many-keys scenario instead (`flush.rs`).
+mod flush;
+
 use stampede::cached;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -218,6 +222,9 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = flush::dispatch(std::env::args().skip(1)) {
+        return code;
+    }
     let settings = match parse(std::env::args().skip(1)) {
         Ok(settings) => settings,
         Err(message) => {

@@ -37,18 +37,21 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         ::core::concat!(::core::module_path!(), "::", #fn_text, "@", ::core::line!(), ":", ::core::column!())
     };
     let policy = policy(&plan, &fn_text, &private);
-    let map_error = match (&plan.returns, &plan.map_error) {
-        (Returns::Value(_), _) => quote!(#private::keep_error),
-        (Returns::Result { .. }, Some(path)) => quote!(#path),
-        (Returns::Result { .. }, None) => quote!(#private::from_cache_error::<#error_ty>),
+    let map_error = match &plan.map_error {
+        Some(path) => quote!(#path),
+        None => quote!(#private::from_cache_error::<#error_ty>),
     };
     let mode = match plan.mode {
         Mode::Detached => quote!(#private::LeaderMode::Detached),
         Mode::Inline => quote!(#private::LeaderMode::Inline),
     };
+    let make = match &plan.returns {
+        Returns::Result { .. } => quote!(#private::build_cache(#policy, #map_error)),
+        Returns::Value(_) => quote!(#private::build_plain_cache(#policy)),
+    };
     let build = quote! {
         fn __stampede_build() -> #cache_ty {
-            #private::build_cache(#policy, #map_error)
+            #make
         }
     };
 

@@ -7,6 +7,13 @@ use crate::policy::PolicyBuilder;
 
 /// Makes a cached function's cache from the attribute's settings. The attribute checked
 /// every setting at compile time, so `build` cannot fail on them.
+///
+/// The cache takes the process's [`Runtime`](crate::Runtime) (the installed one, or on
+/// this first use the one `STAMPEDE_CONFIG` and `STAMPEDE_*` describe): its overrides for
+/// the policy's name replace the compiled settings, and its admission semaphores gate the
+/// function's origin calls. A configuration that cannot serve the function (an undefined
+/// admission name, an invalid file) fails the function's calls with that error, never a
+/// panic.
 pub fn build_cache<K, V, E>(policy: PolicyBuilder, map_error: fn(Error) -> E) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -16,7 +23,22 @@ where
     let policy = policy
         .build()
         .expect("#[cached] checked these settings at compile time");
+    // No explicit runtime: the builder binds the process's.
     CacheBuilder::new(policy, map_error).build()
+}
+
+/// [`build_cache`] for a function that returns a plain value: it has no error to answer
+/// with, so configuration that would need one (a deadline, an admission limit, a
+/// fail-safe, a broken file) is left out with a warning instead of failing its calls.
+pub fn build_plain_cache<K, V>(policy: PolicyBuilder) -> Cache<K, V, Error>
+where
+    K: CacheKey,
+    V: LocalValue,
+{
+    let policy = policy
+        .build()
+        .expect("#[cached] checked these settings at compile time");
+    CacheBuilder::new(policy, keep_error).infallible().build()
 }
 
 /// The `Ok` and `Err` types of a return type that ends in `Result`, aliases included.
@@ -64,3 +86,37 @@ pub fn assert_local_value<V: LocalValue>() {}
 pub fn assert_shared_error<E: SharedError>() {}
 /// Placed under the error type when there is no `map_error`.
 pub fn assert_from_cache_error<E: FromCacheError>() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Overrides, Runtime};
+    use crate::policy::Policy;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_plain_function_ignores_overrides_that_would_fail_its_callers() {
+        let runtime = Runtime::builder()
+            .function("plain", Overrides::new().timeout(Duration::from_millis(10)))
+            .build()
+            .unwrap();
+        let policy = Policy::builder("plain")
+            .fresh(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let cache: Cache<u32, u32, Error> = CacheBuilder::new(policy, keep_error)
+            .runtime(&runtime)
+            .infallible()
+            .build();
+        assert_eq!(cache.policy().timeout(), None);
+        let slow = cache.load(1, || async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(7)
+        });
+        assert_eq!(
+            slow.await,
+            Ok(7),
+            "no deadline: a plain function has no error to give"
+        );
+    }
+}

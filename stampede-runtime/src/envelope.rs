@@ -17,6 +17,9 @@ pub(crate) enum State {
 #[derive(Debug, Clone)]
 pub(crate) struct Envelope<V> {
     pub(crate) value: V,
+    /// When the origin produced the value; a fail-safe re-arm keeps it, so the age of a
+    /// stale value served is measured from here.
+    pub(crate) loaded_at: Instant,
     pub(crate) fresh_until: Instant,
     pub(crate) stale_until: Instant,
     /// The last moment the value may be served at all: `stale_until`, or later when
@@ -51,6 +54,7 @@ impl<V> Envelope<V> {
         };
         Envelope {
             value,
+            loaded_at: now,
             fresh_until,
             stale_until,
             keep_until,
@@ -58,6 +62,11 @@ impl<V> Envelope<V> {
             generation,
             rearmed: false,
         }
+    }
+
+    /// How long ago the origin produced the value.
+    pub(crate) fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.loaded_at)
     }
 
     pub(crate) fn state(&self, now: Instant) -> State {
@@ -80,6 +89,7 @@ impl<V> Envelope<V> {
         let fresh_until = (now + throttle).min(self.keep_until);
         Envelope {
             value: self.value.clone(),
+            loaded_at: self.loaded_at,
             fresh_until,
             stale_until: self.stale_until.max(fresh_until),
             keep_until: self.keep_until,
@@ -135,6 +145,11 @@ mod tests {
         assert_eq!(again.state(later), State::Fresh);
         assert_eq!(again.fresh_until, later + Duration::from_secs(5));
         assert_eq!((again.generation, again.rearmed), (7, true));
+        assert_eq!(
+            again.age(later),
+            Duration::from_secs(20),
+            "aged from the load"
+        );
         let near_end = now + Duration::from_secs(68);
         assert_eq!(
             env.rearm(near_end, Duration::from_secs(5)).fresh_until,

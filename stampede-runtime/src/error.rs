@@ -1,4 +1,5 @@
 //! Failures the framework itself causes. Errors of the origin are the caller's own type.
+use crate::config::ConfigError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,32 @@ pub enum Error {
         /// The cache's name.
         cache: Arc<str>,
     },
+    /// The load waited `queue_timeout` for a permit of its admission semaphore and was
+    /// shed, and no stale value could stand in. Every waiter of that load gets this error.
+    Overloaded {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// The admission semaphore that was full.
+        admission: Arc<str>,
+        /// How long the load queued before it was shed.
+        waited: Duration,
+    },
+    /// The cache names an admission semaphore (`admission = "…"`) that its runtime does not
+    /// define; no load of it runs until the configuration defines one.
+    UnknownAdmission {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// The name no `[admission.…]` table defines.
+        admission: Arc<str>,
+    },
+    /// The runtime configuration read on first use (`STAMPEDE_CONFIG`, `STAMPEDE_*`) is
+    /// invalid, so no load runs rather than one with settings nobody asked for.
+    Config {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// What is wrong, and where.
+        error: ConfigError,
+    },
 }
 
 impl fmt::Display for Error {
@@ -52,6 +79,21 @@ impl fmt::Display for Error {
                 f,
                 "cache `{cache}`: the loading task was cancelled before it finished"
             ),
+            Error::Overloaded {
+                cache,
+                admission,
+                waited,
+            } => write!(
+                f,
+                "cache `{cache}`: shed after {waited:?} in the queue of admission `{admission}`, with no stale value to serve"
+            ),
+            Error::UnknownAdmission { cache, admission } => write!(
+                f,
+                "cache `{cache}`: admission `{admission}` is not defined by the runtime configuration (add an `[admission.{admission}]` table with a `limit`)"
+            ),
+            Error::Config { cache, error } => {
+                write!(f, "cache `{cache}`: invalid stampede configuration: {error}")
+            }
         }
     }
 }

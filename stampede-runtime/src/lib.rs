@@ -15,10 +15,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admission;
 #[doc(hidden)]
 pub mod attribute;
 mod bounds;
 mod clock;
+mod config;
 mod envelope;
 mod error;
 mod flight;
@@ -30,12 +32,17 @@ mod policy;
 mod stats;
 mod store;
 mod sync;
+#[cfg(feature = "metrics")]
+mod telemetry;
+mod warmup;
 pub mod xfetch;
 
 pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
+pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
 pub use error::Error;
 pub use handle::{Handle, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::Stats;
+pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

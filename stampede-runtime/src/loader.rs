@@ -5,19 +5,23 @@
 //!        -> Stale -> start one refresh -> stale value
 //!        -> Expired or absent -> join the key's flight, within the caller's deadline
 //!              waiter -> the leader's outcome (or take over if the leader was dropped)
-//!              leader -> re-check the store -> origin -> publish (store, then wake waiters)
+//!              leader -> re-check the store -> admission permit -> origin
+//!                        -> publish (store, then wake waiters)
+//!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
 //! ```
 //!
 //! Two leader modes (DESIGN.md decision 1): [`Cache::load`] runs the origin as its own task,
 //! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
 //! the leading caller's task, for origins that borrow, and a waiter takes over when that
 //! caller goes away.
+use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
+use crate::config::Runtime;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Join, Leader, Outcome};
 use crate::policy::Policy;
-use crate::stats::{Counters, Stats};
+use crate::stats::{Counters, Observed, Stats};
 use crate::store::memory::MemoryStore;
 use crate::xfetch;
 use futures_util::FutureExt;
@@ -27,7 +31,9 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
 
 /// A cache whose misses load through a caller-supplied origin, once per key at a time.
 ///
@@ -59,6 +65,9 @@ pub struct CacheBuilder<K, V, E> {
     policy: Policy,
     clock: Clock,
     map_error: fn(Error) -> E,
+    runtime: Option<Runtime>,
+    /// The callers cannot receive an error (functions returning a plain value).
+    infallible: bool,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -74,6 +83,8 @@ where
             policy,
             clock: Clock::default(),
             map_error,
+            runtime: None,
+            infallible: false,
             types: PhantomData,
         }
     }
@@ -84,24 +95,73 @@ where
         self
     }
 
-    /// The cache.
+    /// The runtime whose admission semaphores and per-function overrides the cache uses
+    /// (default: the process's, see [`Runtime::global`]).
+    pub fn runtime(mut self, runtime: &Runtime) -> Self {
+        self.runtime = Some(runtime.clone());
+        self
+    }
+
+    /// For callers that cannot receive an error: configuration that would answer them
+    /// with one (a deadline, an admission limit or a fail-safe override, a broken file)
+    /// is left out with a warning, and the function keeps working with its compiled
+    /// settings.
+    pub(crate) fn infallible(mut self) -> Self {
+        self.infallible = true;
+        self
+    }
+
+    /// The cache, with its runtime's overrides for the policy's name applied. A runtime
+    /// that cannot serve it (an admission name it does not define; an invalid environment
+    /// on first use) does not fail here: every load fails with that error instead.
     pub fn build(self) -> Cache<K, V, E> {
-        Cache {
-            inner: Arc::new(Inner {
-                store: MemoryStore::new(&self.policy),
-                policy: self.policy,
-                clock: self.clock,
-                flights: Arc::new(Flights::new()),
-                counters: Counters::default(),
-                generation: AtomicU64::new(0),
-                map_error: self.map_error,
-            }),
+        let runtime = self.runtime.map_or_else(Runtime::global, Ok);
+        let compiled = self.policy.clone();
+        let (policy, gate) = match &runtime {
+            Ok(runtime) => runtime.bind(self.policy),
+            Err(error) => {
+                let cache = self.policy.name().clone();
+                let error = error.clone();
+                (self.policy, Gate::Closed(Error::Config { cache, error }))
+            }
+        };
+        let (policy, gate) = match (self.infallible, gate) {
+            (false, gate) => (policy, gate),
+            (true, Gate::Closed(error)) => {
+                tracing::warn!(target: "stampede", %error, "configuration ignored: this function cannot fail");
+                (compiled, Gate::Open)
+            }
+            (true, _) if policy.has_error_path() => {
+                tracing::warn!(
+                    target: "stampede",
+                    cache = %policy.name(),
+                    "timeout, admission and stale_if_error overrides ignored: this function cannot fail"
+                );
+                (policy.without_error_path(), Gate::Open)
+            }
+            (true, gate) => (policy, gate),
+        };
+        let inner = Arc::new(Inner {
+            store: MemoryStore::new(&policy),
+            policy,
+            gate,
+            clock: self.clock,
+            flights: Arc::new(Flights::new()),
+            counters: Counters::default(),
+            generation: AtomicU64::new(0),
+            map_error: self.map_error,
+        });
+        if let Ok(runtime) = runtime {
+            let observed: Weak<dyn Observed> = Arc::downgrade(&inner) as Weak<_>;
+            runtime.register(observed);
         }
+        Cache { inner }
     }
 }
 
 struct Inner<K, V, E> {
     policy: Policy,
+    gate: Gate,
     clock: Clock,
     store: MemoryStore<K, V>,
     flights: Arc<Flights<K, Result<V, E>>>,
@@ -160,7 +220,12 @@ where
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        self.inner.counters.snapshot(self.inner.flights.len())
+        self.inner.stats()
+    }
+
+    /// The limit of the admission semaphore this cache's loads go through, if any.
+    pub(crate) fn admission_limit(&self) -> Option<usize> {
+        self.inner.gate.limit()
     }
 
     /// The value cached for `key` if it may still be served (fresh or stale), without
@@ -211,7 +276,7 @@ where
             // The hit path: a lookup and a timestamp compare; the value moves out.
             Some(current) => match current.state(now) {
                 State::Fresh => {
-                    inner.count_hit(&current);
+                    inner.count_hit(&current, now);
                     if inner.refresh_early(&current, now) {
                         let origin = bind(origin, &key);
                         Box::pin(self.refresh_detached(key, &current, origin, true)).await;
@@ -219,7 +284,7 @@ where
                     return Ok(current.value);
                 }
                 State::Stale => {
-                    inner.counters.stale_hits.bump();
+                    inner.count_stale(&current, now);
                     let origin = bind(origin, &key);
                     Box::pin(self.refresh_detached(key, &current, origin, false)).await;
                     return Ok(current.value);
@@ -228,9 +293,13 @@ where
             },
             None => None,
         };
+        let origin = bind(origin, &key);
+        if !inner.policy.enabled() {
+            // Nothing is ever stored, so every call of a disabled cache arrives here.
+            return Box::pin(inner.call_direct(origin)).await;
+        }
         inner.counters.misses.bump();
         // Boxed: the miss path's state stays off the stack of every hit.
-        let origin = bind(origin, &key);
         Box::pin(inner.within_deadline(&key, self.miss_detached(key.clone(), seen, origin))).await
     }
 
@@ -260,7 +329,7 @@ where
         let seen = match inner.store.get(&key) {
             Some(current) => match current.state(now) {
                 State::Fresh => {
-                    inner.count_hit(&current);
+                    inner.count_hit(&current, now);
                     if !inner.refresh_early(&current, now) {
                         return Ok(current.value);
                     }
@@ -268,7 +337,7 @@ where
                     return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
                 }
                 State::Stale => {
-                    inner.counters.stale_hits.bump();
+                    inner.count_stale(&current, now);
                     let origin = bind(origin, &key);
                     return Box::pin(self.refresh_inline(key, &current, origin, false)).await;
                 }
@@ -276,8 +345,11 @@ where
             },
             None => None,
         };
-        inner.counters.misses.bump();
         let origin = bind(origin, &key);
+        if !inner.policy.enabled() {
+            return Box::pin(inner.call_direct(origin)).await;
+        }
+        inner.counters.misses.bump();
         Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
     }
 
@@ -392,12 +464,29 @@ where
         (self.map_error)(error)
     }
 
-    fn count_hit(&self, envelope: &Envelope<V>) {
+    fn count_hit(&self, envelope: &Envelope<V>, now: Instant) {
         if envelope.rearmed {
-            self.counters.stale_hits.bump();
+            self.count_stale(envelope, now);
         } else {
             self.counters.fresh_hits.bump();
         }
+    }
+
+    /// Off the fresh-hit path: a value served in place of a fresh one, and how old it was.
+    #[cold]
+    fn count_stale(&self, envelope: &Envelope<V>, now: Instant) {
+        self.counters.stale_hits.bump();
+        self.counters.oldest_stale_served.record(envelope.age(now));
+    }
+
+    /// Caching is off for this function: the origin, directly, every time.
+    async fn call_direct<F, Fut>(&self, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        self.counters.origin_calls.bump();
+        origin().await
     }
 
     fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
@@ -420,6 +509,8 @@ where
                 Join::Leader(leader) => return Turn::Lead(leader),
                 Join::Waiter(waiter) => {
                     self.counters.coalesced.bump();
+                    // Waiters are events inside the caller's span; only the load is a span.
+                    tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
                     match waiter.await {
                         Outcome::Done(shared) => return Turn::Answered(shared),
                         // The leader was dropped: join again; the first back leads.
@@ -473,18 +564,133 @@ where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
-        self.counters.origin_calls.bump();
-        let started = self.clock.precise();
-        let result = origin().await;
-        self.publish(
-            key,
-            leader,
-            result,
-            self.clock
-                .precise()
-                .saturating_duration_since(started)
-                .as_secs_f64(),
-        )
+        self.lead(key, leader, || origin().map(Called::Returned))
+            .await
+    }
+
+    /// The leader's part of a load, in one tracing span: an admission permit, the origin,
+    /// publishing. Shared by both leader modes, so both queue and shed alike.
+    async fn lead<F, Fut>(
+        &self,
+        key: K,
+        leader: Option<SharedLeader<K, V, E>>,
+        origin: F,
+    ) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Called<V, E>>,
+    {
+        let span = tracing::debug_span!(
+            target: "stampede",
+            "origin_load",
+            cache = %self.policy.name(),
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let load = async {
+            let asked = self.clock.precise();
+            let (shared, outcome) = match self.admit().await {
+                Ok(permit) => {
+                    self.counters.origin_calls.bump();
+                    let started = self.clock.precise();
+                    let called = origin().await;
+                    drop(permit);
+                    let delta = self.clock.precise().saturating_duration_since(started);
+                    let (result, panicked) = match called {
+                        Called::Returned(result) => (result, false),
+                        Called::Panicked => (
+                            Err(self.fail(Error::OriginPanicked {
+                                cache: self.policy.name().clone(),
+                            })),
+                            true,
+                        ),
+                    };
+                    let (shared, outcome) = self.publish(key, leader, result, delta.as_secs_f64());
+                    (shared, if panicked { "panicked" } else { outcome })
+                }
+                Err(refusal) => self.refuse(key, leader, refusal),
+            };
+            let span = tracing::Span::current();
+            span.record("outcome", outcome);
+            let elapsed = self.clock.precise().saturating_duration_since(asked);
+            span.record("duration_ms", elapsed.as_secs_f64() * 1e3);
+            shared
+        };
+        load.instrument(span).await
+    }
+
+    /// A permit of the cache's admission semaphore (none needed without one), or the error
+    /// that stops this load: `Overloaded` past the queue timeout, or a closed gate's.
+    async fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, Error> {
+        let admission = match &self.gate {
+            Gate::Open => return Ok(None),
+            Gate::Closed(error) => return Err(error.clone()),
+            Gate::Limited(admission) => admission,
+        };
+        let asked = self.clock.precise();
+        let permit = admission.enter().await;
+        let waited = self.clock.precise().saturating_duration_since(asked);
+        self.counters.admission_wait.record(waited);
+        match permit {
+            Some(permit) => {
+                self.counters.admitted.bump();
+                Ok(Some(permit))
+            }
+            None => Err(Error::Overloaded {
+                cache: self.policy.name().clone(),
+                admission: admission.name().clone(),
+                waited,
+            }),
+        }
+    }
+
+    /// Answers a load that may not call the origin, and settles its flight with that
+    /// answer so every waiter gets it too. A shed load is answered by the value it would
+    /// have replaced when the policy lets that be served: as is inside its fresh or stale
+    /// window, re-armed like a failed load's fallback under `stale_if_error`. Otherwise,
+    /// and for a broken configuration, the error.
+    fn refuse(
+        &self,
+        key: K,
+        leader: Option<SharedLeader<K, V, E>>,
+        refusal: Error,
+    ) -> (Result<V, E>, &'static str) {
+        let now = self.clock.now();
+        let shed = matches!(refusal, Error::Overloaded { .. });
+        let stand_in = if shed {
+            self.counters.shed.bump();
+            // keep_until is stale_until, or later only under stale_if_error.
+            self.store.get(&key).filter(|last| now < last.keep_until)
+        } else {
+            None
+        };
+        let Some(last) = stand_in else {
+            let outcome = if shed { "shed" } else { "refused" };
+            return (
+                self.settle(key, leader, Err(self.fail(refusal)), None),
+                outcome,
+            );
+        };
+        let rearmed = match last.state(now) {
+            State::Fresh => None,
+            State::Stale => {
+                self.counters.oldest_stale_served.record(last.age(now));
+                None
+            }
+            State::Expired => {
+                self.counters.fallbacks.bump();
+                self.counters.oldest_stale_served.record(last.age(now));
+                let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
+                rearmed.generation = self.next_generation();
+                Some(rearmed)
+            }
+        };
+        let value = Ok(last.value);
+        (self.settle(key, leader, value, rearmed), "shed_stale")
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Stores a success, or re-arms the last value when the fail-safe allows, then hands
@@ -495,10 +701,10 @@ where
         leader: Option<SharedLeader<K, V, E>>,
         result: Result<V, E>,
         delta: f64,
-    ) -> Result<V, E> {
+    ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        let (shared, envelope) = match result {
+        let generation = self.next_generation();
+        let (shared, envelope, outcome) = match result {
             Ok(value) => {
                 let envelope = Envelope::fill(
                     value.clone(),
@@ -508,21 +714,34 @@ where
                     generation,
                     fastrand::f64(),
                 );
-                (Ok(value), Some(envelope))
+                (Ok(value), Some(envelope), "loaded")
             }
             Err(error) => {
                 self.counters.refresh_errors.bump();
                 match self.fallback(&key, now) {
                     Some(last) => {
                         self.counters.fallbacks.bump();
+                        self.counters.oldest_stale_served.record(last.age(now));
                         let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
                         rearmed.generation = generation;
-                        (Ok(last.value.clone()), Some(rearmed))
+                        (Ok(last.value.clone()), Some(rearmed), "fallback")
                     }
-                    None => (Err(error), None),
+                    None => (Err(error), None, "failed"),
                 }
             }
         };
+        (self.settle(key, leader, shared, envelope), outcome)
+    }
+
+    /// Stores `envelope` (unless the flight was forgotten meanwhile) and hands `shared` to
+    /// the flight's waiters.
+    fn settle(
+        &self,
+        key: K,
+        leader: Option<SharedLeader<K, V, E>>,
+        shared: Result<V, E>,
+        envelope: Option<Envelope<V>>,
+    ) -> Result<V, E> {
         let store = |key| {
             if let Some(envelope) = envelope {
                 self.store.insert(key, envelope);
@@ -560,9 +779,10 @@ where
             Ok(shared) => shared,
             Err(_elapsed) => {
                 self.counters.timeouts.bump();
-                match self.fallback(key, self.clock.now()) {
+                let now = self.clock.now();
+                match self.fallback(key, now) {
                     Some(last) => {
-                        self.counters.stale_hits.bump();
+                        self.count_stale(&last, now);
                         Ok(last.value.clone())
                     }
                     None => Err(self.fail(Error::Timeout {
@@ -581,8 +801,29 @@ enum Turn<K: Hash + Eq, V: Clone, E: Clone> {
     Answered(Result<V, E>),
 }
 
-/// Runs a detached flight: the origin, with its panic caught and shared as an error, then
-/// publishing. Owns everything, so it can be its own task.
+/// What an origin call came to: its result, or a panic a detached flight caught.
+enum Called<V, E> {
+    Returned(Result<V, E>),
+    Panicked,
+}
+
+impl<K, V, E> Observed for Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &Arc<str> {
+        self.policy.name()
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot(self.flights.len())
+    }
+}
+
+/// Runs a detached flight: admission, the origin with its panic caught and shared as an
+/// error, then publishing. Owns everything, so it can be its own task.
 async fn run_detached<K, V, E, F, Fut>(
     inner: Arc<Inner<K, V, E>>,
     key: K,
@@ -596,19 +837,12 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<V, E>>,
 {
-    inner.counters.origin_calls.bump();
-    let started = inner.clock.precise();
-    let result = match AssertUnwindSafe(async move { origin().await })
-        .catch_unwind()
-        .await
-    {
-        Ok(result) => result,
-        Err(_panic) => Err(inner.fail(Error::OriginPanicked {
-            cache: inner.policy.name().clone(),
-        })),
+    let origin = || {
+        AssertUnwindSafe(async move { origin().await })
+            .catch_unwind()
+            .map(|called| called.map_or(Called::Panicked, Called::Returned))
     };
-    let delta = inner.clock.precise().saturating_duration_since(started);
-    inner.publish(key, leader, result, delta.as_secs_f64())
+    inner.lead(key, leader, origin).await
 }
 
 /// An origin that receives the key, as one that does not: the key is cloned here, on a

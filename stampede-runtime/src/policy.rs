@@ -32,10 +32,12 @@ pub struct Policy {
     admission: Option<Arc<str>>,
     lease: Option<Duration>,
     version: u32,
+    enabled: bool,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
-/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0.
+/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0,
+/// caching enabled.
 impl Policy {
     /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
     pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
@@ -54,6 +56,7 @@ impl Policy {
                 admission: None,
                 lease: None,
                 version: 0,
+                enabled: true,
             },
         }
     }
@@ -110,6 +113,29 @@ impl Policy {
     /// Key schema version.
     pub fn version(&self) -> u32 {
         self.version
+    }
+    /// Whether the cache caches at all; when off, every call goes straight to the origin.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// A builder holding these settings, for changing some of them (runtime overrides).
+    pub(crate) fn into_builder(self) -> PolicyBuilder {
+        PolicyBuilder { policy: self }
+    }
+
+    /// The policy less the settings that answer callers with an error (deadline,
+    /// admission, fail-safe), for functions that have no error to answer with.
+    pub(crate) fn without_error_path(mut self) -> Policy {
+        self.timeout = None;
+        self.admission = None;
+        self.stale_if_error = None;
+        self
+    }
+
+    /// Whether any setting needs an error path.
+    pub(crate) fn has_error_path(&self) -> bool {
+        self.timeout.is_some() || self.admission.is_some() || self.stale_if_error.is_some()
     }
 }
 
@@ -179,6 +205,13 @@ impl PolicyBuilder {
     /// Key schema version; bump it when the key's meaning changes.
     pub fn version(mut self, version: u32) -> Self {
         self.policy.version = version;
+        self
+    }
+    /// Whether to cache at all (default true). Off, every call runs the origin directly:
+    /// no store, no coalescing, no deadline, no admission; each call counts as an origin
+    /// call. Operators switch it per function in the runtime configuration.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.policy.enabled = enabled;
         self
     }
 

@@ -1,5 +1,11 @@
 //! Per-cache counters and their snapshot.
+//!
+//! Hits bump one relaxed counter; everything else here (admission waits, shedding, the age
+//! of stale values) is recorded on the miss and refresh paths only, so a fresh hit costs
+//! what it did before these existed.
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A snapshot of one cache's counters since it was built.
 ///
@@ -19,18 +25,36 @@ pub struct Stats {
     pub misses: u64,
     /// Misses that joined a load another caller was already running.
     pub coalesced: u64,
-    /// Times the origin was called.
+    /// Times the origin was called (with caching disabled, every call).
     pub origin_calls: u64,
     /// Refreshes XFetch started before the value stopped being fresh.
     pub early_refreshes: u64,
     /// Origin calls that failed or panicked.
     pub refresh_errors: u64,
-    /// Failed loads answered with the last value under `stale_if_error`.
+    /// Failed or shed loads answered with the last value under `stale_if_error`.
     pub fallbacks: u64,
     /// Callers whose deadline passed.
     pub timeouts: u64,
     /// Loads running right now.
     pub in_flight: u64,
+    /// Loads that got a permit of their admission semaphore.
+    pub admitted: u64,
+    /// Loads shed because their admission queue did not move within `queue_timeout`
+    /// (answered with a stale value where the policy allows one, else `Overloaded`).
+    pub shed: u64,
+    /// Total time loads spent queued for an admission permit, admitted or shed.
+    pub admission_wait_total: Duration,
+    /// The longest single wait for an admission permit.
+    pub admission_wait_max: Duration,
+    /// Age (time since it was loaded) of the oldest value served in place of a fresh one:
+    /// in the stale window, by the fail-safe, to a timed-out caller, or for a shed load.
+    pub oldest_stale_served: Duration,
+}
+
+/// A cache as its runtime sees it, whatever its key and value types: a name and counters.
+pub(crate) trait Observed: Send + Sync {
+    fn name(&self) -> &Arc<str>;
+    fn stats(&self) -> Stats;
 }
 
 #[derive(Debug, Default)]
@@ -44,6 +68,10 @@ pub(crate) struct Counters {
     pub(crate) refresh_errors: Counter,
     pub(crate) fallbacks: Counter,
     pub(crate) timeouts: Counter,
+    pub(crate) admitted: Counter,
+    pub(crate) shed: Counter,
+    pub(crate) admission_wait: Timer,
+    pub(crate) oldest_stale_served: Longest,
 }
 
 impl Counters {
@@ -59,6 +87,11 @@ impl Counters {
             fallbacks: self.fallbacks.get(),
             timeouts: self.timeouts.get(),
             in_flight: in_flight as u64,
+            admitted: self.admitted.get(),
+            shed: self.shed.get(),
+            admission_wait_total: self.admission_wait.total.get(),
+            admission_wait_max: self.admission_wait.longest.get(),
+            oldest_stale_served: self.oldest_stale_served.get(),
         }
     }
 }
@@ -74,5 +107,66 @@ impl Counter {
 
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The longest of the durations recorded, in nanoseconds.
+#[derive(Debug, Default)]
+pub(crate) struct Longest(AtomicU64);
+
+impl Longest {
+    pub(crate) fn record(&self, duration: Duration) {
+        self.0.fetch_max(nanos(duration), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// The sum and the longest of the durations recorded.
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    total: Total,
+    longest: Longest,
+}
+
+impl Timer {
+    pub(crate) fn record(&self, duration: Duration) {
+        self.total.0.fetch_add(nanos(duration), Ordering::Relaxed);
+        self.longest.record(duration);
+    }
+}
+
+#[derive(Debug, Default)]
+struct Total(AtomicU64);
+
+impl Total {
+    fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// Nanoseconds, saturating: 584 years of waiting fit, which is enough.
+fn nanos(duration: Duration) -> u64 {
+    duration.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_keep_the_sum_and_the_longest() {
+        let counters = Counters::default();
+        counters.admission_wait.record(Duration::from_millis(30));
+        counters.admission_wait.record(Duration::from_millis(120));
+        counters.admission_wait.record(Duration::from_millis(50));
+        counters.oldest_stale_served.record(Duration::from_secs(4));
+        counters.oldest_stale_served.record(Duration::from_secs(2));
+        let stats = counters.snapshot(0);
+        assert_eq!(stats.admission_wait_total, Duration::from_millis(200));
+        assert_eq!(stats.admission_wait_max, Duration::from_millis(120));
+        assert_eq!(stats.oldest_stale_served, Duration::from_secs(4));
     }
 }

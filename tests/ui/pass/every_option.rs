@@ -78,6 +78,11 @@ async fn through_an_alias(id: u64) -> AppResult<u64> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    // `admission = "db"` names a semaphore the runtime defines.
+    stampede::Runtime::builder()
+        .admission("db", 8, std::time::Duration::from_secs(1))
+        .install()
+        .unwrap();
     let profile = load_profile(TenantId(1), 2, &Db).await.unwrap();
     assert_eq!(profile, Profile { id: 2 });
     assert_eq!(uncoalesced(3).await.unwrap(), 3);

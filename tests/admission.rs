@@ -1,0 +1,381 @@
+//! Origin admission across keys: DESIGN.md test 6 (many keys flushed at once: the limit
+//! holds, excess loads are shed or served stale), waiters holding no permit, shed leaders
+//! settling their flights, and configurations naming a semaphore nobody defined.
+mod common;
+
+use common::{bounded, AppError, Origin};
+use stampede::{Cache, Clock, Error, Overrides, Policy, PolicyBuilder, Runtime};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Barrier;
+use tokio::time::sleep;
+
+const MS: Duration = Duration::from_millis(1);
+
+type Shared = Cache<u32, usize, AppError>;
+
+fn limited(limit: usize, queue_timeout: Duration) -> Runtime {
+    Runtime::builder()
+        .admission("db", limit, queue_timeout)
+        .build()
+        .unwrap()
+}
+
+/// A cache on Tokio's paused clock, bound to `runtime`.
+fn paused_on(runtime: &Runtime, policy: PolicyBuilder) -> Shared {
+    Cache::builder(policy.build().unwrap())
+        .clock(Clock::tokio())
+        .runtime(runtime)
+        .build()
+}
+
+fn load(
+    cache: &Shared,
+    origin: &Origin,
+    key: u32,
+    latency: Duration,
+) -> tokio::task::JoinHandle<Result<usize, AppError>> {
+    let (cache, origin) = (cache.clone(), origin.clone());
+    tokio::spawn(async move {
+        cache
+            .load(key, move || async move { Ok(origin.slow(latency).await) })
+            .await
+    })
+}
+
+fn is_overloaded(result: &Result<usize, AppError>) -> bool {
+    matches!(
+        result,
+        Err(AppError::Cache(Error::Overloaded { cache, admission, .. }))
+            if !cache.is_empty() && &**admission == "db"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_cold_keys_with_a_limit_of_four_run_exactly_four_origin_calls_at_once() {
+    let runtime = limited(4, Duration::from_secs(60));
+    let policy = Policy::builder("flushed")
+        .fresh(Duration::from_secs(60))
+        .admission("db")
+        .build()
+        .unwrap();
+    let cache: Shared = Cache::builder(policy).runtime(&runtime).build();
+    let origin = Origin::default();
+    let start = Arc::new(Barrier::new(100));
+    let callers: Vec<_> = (0..100u32)
+        .map(|key| {
+            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                cache
+                    .load(key, move || async move {
+                        Ok(origin.slow(Duration::from_millis(20)).await)
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for caller in callers {
+        assert!(bounded(caller).await.unwrap().is_ok(), "no load is shed");
+    }
+    assert_eq!(origin.calls(), 100, "one call per distinct key");
+    assert_eq!(
+        origin.max_running(),
+        4,
+        "the limit, reached and never passed"
+    );
+    let stats = cache.stats();
+    assert_eq!((stats.admitted, stats.shed), (100, 0));
+    assert!(
+        stats.admission_wait_max >= Duration::from_millis(20),
+        "the last keys queued behind earlier loads: {:?}",
+        stats.admission_wait_max
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inline_leaders_hold_the_same_limit() {
+    let runtime = limited(4, Duration::from_secs(60));
+    let policy = Policy::builder("flushed-inline")
+        .fresh(Duration::from_secs(60))
+        .admission("db")
+        .build()
+        .unwrap();
+    let cache: Shared = Cache::builder(policy).runtime(&runtime).build();
+    let origin = Origin::default();
+    let start = Arc::new(Barrier::new(100));
+    let callers: Vec<_> = (0..100u32)
+        .map(|key| {
+            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                cache
+                    .load_inline(key, || async {
+                        Ok(origin.slow(Duration::from_millis(20)).await)
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for caller in callers {
+        assert!(bounded(caller).await.unwrap().is_ok());
+    }
+    assert_eq!((origin.calls(), origin.max_running()), (100, 4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_a_short_queue_timeout_excess_loads_are_shed_or_served_stale() {
+    let runtime = limited(4, 100 * MS);
+    // Two functions behind one semaphore: one whose values may stand in for a failed
+    // load for an hour, one with no stale value to give.
+    let profiles = paused_on(
+        &runtime,
+        Policy::builder("profiles")
+            .fresh(1_000 * MS)
+            .stale_if_error(Duration::from_secs(3_600))
+            .admission("db"),
+    );
+    let orders = paused_on(
+        &runtime,
+        Policy::builder("orders").fresh(1_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    for key in 0..50 {
+        bounded(load(&profiles, &origin, key, 10 * MS))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    sleep(2_000 * MS).await; // every profile expired, each within its fail-safe bound
+    let filled = origin.calls();
+    assert_eq!(filled, 50);
+
+    let flush: Vec<_> = (0..50)
+        .flat_map(|key| {
+            [
+                (true, load(&profiles, &origin, key, 1_000 * MS)),
+                (false, load(&orders, &origin, key, 1_000 * MS)),
+            ]
+        })
+        .collect();
+    let (mut fresh, mut stale, mut overloaded) = (0, 0, 0);
+    for (is_profile, caller) in flush {
+        let result = bounded(caller).await.unwrap();
+        match result {
+            Ok(call) if call > filled => fresh += 1,
+            Ok(_) if is_profile => stale += 1,
+            ref shed if !is_profile && is_overloaded(shed) => overloaded += 1,
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!(fresh, 4, "the limit's worth of loads ran");
+    assert_eq!(origin.calls() - filled, 4);
+    assert_eq!(origin.max_running(), 4);
+    assert_eq!(fresh + stale + overloaded, 100);
+    assert!(
+        stale > 0 && overloaded > 0,
+        "{stale} stale, {overloaded} overloaded"
+    );
+    let (p, o) = (profiles.stats(), orders.stats());
+    assert_eq!(p.shed + o.shed, 96);
+    assert_eq!(
+        p.shed, stale as u64,
+        "every shed profile load served its stale value"
+    );
+    assert_eq!(o.shed, overloaded as u64);
+    assert_eq!(p.fallbacks, stale as u64);
+    assert_eq!(p.admission_wait_max, 100 * MS, "shed at the queue timeout");
+    // Profiles were loaded at 10..500 ms and served at 2,600 ms.
+    assert!(
+        (2_100 * MS..=2_590 * MS).contains(&p.oldest_stale_served),
+        "{:?}",
+        p.oldest_stale_served
+    );
+    // The shed profiles were re-armed like a failed load's fallback: no new queueing.
+    let again = bounded(load(&profiles, &origin, 49, 1_000 * MS))
+        .await
+        .unwrap();
+    assert!(matches!(again, Ok(call) if call <= filled));
+    assert_eq!(origin.calls() - filled, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_of_a_shed_load_get_the_same_answer() {
+    let runtime = limited(1, 100 * MS);
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("t").fresh(60_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    let holder = load(&cache, &origin, 0, 10_000 * MS); // takes the only permit
+    tokio::task::yield_now().await;
+    let callers: Vec<_> = (0..20).map(|_| load(&cache, &origin, 1, 10 * MS)).collect();
+    let started = tokio::time::Instant::now();
+    for caller in callers {
+        let result = bounded(caller).await.unwrap();
+        assert!(is_overloaded(&result), "{result:?}");
+    }
+    assert_eq!(started.elapsed(), 100 * MS, "the queue timeout, not a hang");
+    let stats = cache.stats();
+    assert_eq!((stats.shed, stats.coalesced), (1, 19), "one leader shed");
+    assert_eq!(stats.in_flight, 1, "only the holder's load is left");
+    assert_eq!(origin.calls(), 1);
+    assert_eq!(bounded(holder).await.unwrap(), Ok(1));
+    assert_eq!(
+        bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap(),
+        Ok(2),
+        "nothing was cached for the shed key; the next call loads it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_leader_that_is_shed_settles_its_waiters() {
+    let runtime = limited(1, 100 * MS);
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("t").fresh(60_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    let holder = load(&cache, &origin, 0, 10_000 * MS);
+    tokio::task::yield_now().await;
+    let callers: Vec<_> = (0..20)
+        .map(|_| {
+            let (cache, origin) = (cache.clone(), origin.clone());
+            tokio::spawn(async move {
+                cache
+                    .load_inline(1, || async { Ok(origin.slow(10 * MS).await) })
+                    .await
+            })
+        })
+        .collect();
+    for caller in callers {
+        let result = bounded(caller).await.unwrap();
+        assert!(is_overloaded(&result), "{result:?}");
+    }
+    assert_eq!(cache.stats().shed, 1);
+    holder.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_of_a_key_hold_no_permit() {
+    // One permit; a hundred callers of key 1 wait on one load. If waiters held permits,
+    // key 2 would queue behind them and be shed.
+    let runtime = limited(1, 1_000 * MS);
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("t").fresh(60_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    let hot: Vec<_> = (0..100)
+        .map(|_| load(&cache, &origin, 1, 100 * MS))
+        .collect();
+    tokio::task::yield_now().await;
+    let started = tokio::time::Instant::now();
+    let other = bounded(load(&cache, &origin, 2, 100 * MS)).await.unwrap();
+    assert_eq!(other, Ok(2));
+    assert_eq!(
+        started.elapsed(),
+        200 * MS,
+        "queued behind one load, not a hundred callers"
+    );
+    for caller in hot {
+        assert_eq!(bounded(caller).await.unwrap(), Ok(1));
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.admitted, stats.shed, stats.coalesced), (2, 0, 99));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shed_background_refresh_leaves_the_stale_value_served() {
+    let runtime = limited(1, 100 * MS);
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("t")
+            .fresh(1_000 * MS)
+            .stale(60_000 * MS)
+            .admission("db"),
+    );
+    let origin = Origin::default();
+    assert_eq!(
+        bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap(),
+        Ok(1)
+    );
+    sleep(2_000 * MS).await; // stale now
+    let holder = load(&cache, &origin, 0, 1_000 * MS);
+    tokio::task::yield_now().await;
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap(),
+        Ok(1),
+        "the stale value, at once"
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    sleep(150 * MS).await; // the refresh queued 100 ms and was shed
+    let stats = cache.stats();
+    assert_eq!((stats.shed, stats.in_flight), (1, 1));
+    assert_eq!(cache.peek(&1), Some(1), "still served");
+    assert!(stats.oldest_stale_served >= 1_990 * MS);
+    assert_eq!(bounded(holder).await.unwrap(), Ok(2));
+    assert_eq!(
+        bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap(),
+        Ok(1)
+    );
+    sleep(20 * MS).await; // this stale hit's refresh got the free permit
+    assert_eq!(cache.peek(&1), Some(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_admission_the_runtime_does_not_define_fails_each_call_with_its_name() {
+    let runtime = Runtime::builder().build().unwrap();
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("user-profile")
+            .fresh(60_000 * MS)
+            .admission("dbb"),
+    );
+    let origin = Origin::default();
+    for _ in 0..3 {
+        let result = bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap();
+        let Err(AppError::Cache(error)) = result else {
+            panic!("expected a configuration error, got {result:?}")
+        };
+        assert_eq!(
+            error,
+            Error::UnknownAdmission {
+                cache: "user-profile".into(),
+                admission: "dbb".into()
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "cache `user-profile`: admission `dbb` is not defined by the runtime configuration (add an `[admission.dbb]` table with a `limit`)"
+        );
+    }
+    assert_eq!(origin.calls(), 0, "no origin call runs unguarded");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disabled_function_calls_its_origin_every_time() {
+    let runtime = Runtime::builder()
+        .function("t", Overrides::new().enabled(false))
+        .build()
+        .unwrap();
+    let cache = paused_on(&runtime, Policy::builder("t").fresh(60_000 * MS));
+    let origin = Origin::default();
+    for expected in 1..=5 {
+        assert_eq!(
+            bounded(load(&cache, &origin, 1, 10 * MS)).await.unwrap(),
+            Ok(expected)
+        );
+    }
+    let inline = cache
+        .load_inline(1, || async { Ok(origin.slow(10 * MS).await) })
+        .await;
+    assert_eq!(inline, Ok(6));
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.origin_calls, stats.fresh_hits, stats.misses),
+        (6, 0, 0)
+    );
+    assert_eq!(cache.peek(&1), None, "nothing is stored");
+}

@@ -1,0 +1,189 @@
+//! What the cache tells operators: one tracing span per origin load (cache, outcome,
+//! duration), waiters as events, and the admission counters in `stats()`.
+mod common;
+
+use common::{bounded, AppError, Origin};
+use stampede::{Cache, Clock, Policy, Runtime};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Every span (name and fields, as last recorded) in the order they opened, and every
+/// event this test produced.
+#[derive(Clone, Default)]
+struct Recorded {
+    spans: Arc<Mutex<Spans>>,
+    events: Arc<Mutex<Vec<Fields>>>,
+}
+
+#[derive(Default)]
+struct Spans {
+    opened: Vec<(String, Fields)>,
+    /// Span ids are reused once a span closes: each id's latest span.
+    by_id: BTreeMap<u64, usize>,
+}
+
+type Fields = BTreeMap<String, String>;
+
+struct Collect(Fields);
+
+impl Visit for Collect {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_owned(), value.to_string());
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorded {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        let mut fields = Collect(Fields::new());
+        attrs.record(&mut fields);
+        let name = attrs.metadata().name().to_owned();
+        let mut spans = self.spans.lock().unwrap();
+        let at = spans.opened.len();
+        spans.by_id.insert(id.into_u64(), at);
+        spans.opened.push((name, fields.0));
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        let mut spans = self.spans.lock().unwrap();
+        let at = spans.by_id[&id.into_u64()];
+        let (_, fields) = &mut spans.opened[at];
+        let mut more = Collect(std::mem::take(fields));
+        values.record(&mut more);
+        *fields = more.0;
+    }
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        let mut fields = Collect(Fields::new());
+        event.record(&mut fields);
+        self.events.lock().unwrap().push(fields.0);
+    }
+}
+
+impl Recorded {
+    fn loads(&self) -> Vec<Fields> {
+        let spans = self.spans.lock().unwrap();
+        spans
+            .opened
+            .iter()
+            .filter(|(name, _)| name == "origin_load")
+            .map(|(_, fields)| fields.clone())
+            .collect()
+    }
+
+    fn events_saying(&self, message: &str) -> usize {
+        let events = self.events.lock().unwrap();
+        events
+            .iter()
+            .filter(|e| e.get("message").map(String::as_str) == Some(message))
+            .count()
+    }
+}
+
+fn fields(pairs: &[(&str, &str)]) -> Fields {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_origin_load_is_one_span_and_waiters_are_events() {
+    let recorded = Recorded::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorded.clone()));
+    let runtime = Runtime::builder()
+        .admission("db", 1, 50 * MS)
+        .build()
+        .unwrap();
+    let policy = Policy::builder("traced")
+        .fresh(60_000 * MS)
+        .admission("db")
+        .build()
+        .unwrap();
+    let cache: Cache<u32, usize, AppError> = Cache::builder(policy)
+        .clock(Clock::tokio())
+        .runtime(&runtime)
+        .build();
+    let origin = Origin::default();
+    let load = |key: u32, fail: bool| {
+        let (cache, origin) = (cache.clone(), origin.clone());
+        tokio::spawn(async move {
+            cache
+                .load(key, move || async move {
+                    let call = origin.slow(100 * MS).await;
+                    if fail {
+                        Err(AppError::Down(call))
+                    } else {
+                        Ok(call)
+                    }
+                })
+                .await
+        })
+    };
+    let callers: Vec<_> = (0..10).map(|_| load(1, false)).collect();
+    for caller in callers {
+        assert_eq!(bounded(caller).await.unwrap(), Ok(1));
+    }
+    assert_eq!(
+        bounded(load(2, true)).await.unwrap(),
+        Err(AppError::Down(2))
+    );
+    // One permit, held for 100 ms: key 4 queues 50 ms and is shed.
+    let holder = load(3, false);
+    tokio::task::yield_now().await;
+    assert!(bounded(load(4, false)).await.unwrap().is_err());
+    bounded(holder).await.unwrap().unwrap();
+
+    assert_eq!(
+        recorded.loads(),
+        [
+            fields(&[
+                ("cache", "traced"),
+                ("outcome", "loaded"),
+                ("duration_ms", "100")
+            ]),
+            fields(&[
+                ("cache", "traced"),
+                ("outcome", "failed"),
+                ("duration_ms", "100")
+            ]),
+            fields(&[
+                ("cache", "traced"),
+                ("outcome", "loaded"),
+                ("duration_ms", "100")
+            ]),
+            fields(&[
+                ("cache", "traced"),
+                ("outcome", "shed"),
+                ("duration_ms", "50")
+            ]),
+        ],
+        "one span per leader, in the order they started"
+    );
+    assert_eq!(
+        recorded.events_saying("waiting for the running load of this key"),
+        9,
+        "one event per waiter"
+    );
+    let stats = cache.stats();
+    assert_eq!((stats.admitted, stats.shed), (3, 1));
+    assert_eq!(stats.admission_wait_max, 50 * MS);
+    assert_eq!(
+        stats.admission_wait_total,
+        50 * MS,
+        "the others found a free permit"
+    );
+}
