@@ -297,6 +297,19 @@ async fn waiting() -> Vec<(&'static str, Waiting)> {
     ]
 }
 
+/// `10000` as `10,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -305,7 +318,8 @@ fn main() {
 
     let entries = runtime.block_on(entries());
     println!(
-        "Heap per entry, {ENTRIES} entries (`u64` key, `u64` value) in a cache of {ENTRIES}:\n"
+        "Heap per entry, {} entries (`u64` key, `u64` value) in a cache of as many:\n",
+        thousands(ENTRIES as usize)
     );
     println!("| | bytes per entry | beyond key and value |");
     println!("|---|---:|---:|");
@@ -317,11 +331,12 @@ fn main() {
     let waiting = runtime.block_on(waiting());
     let floor = waiting[0].1.per_caller;
     println!(
-        "\nHeap per waiting caller, {CALLERS} tasks on one cold key (one Tokio task each, its \
-         future included):\n"
+        "\nHeap per waiting caller, {} tasks on one cold key (one Tokio task each, its future \
+         included):\n",
+        thousands(CALLERS)
     );
     println!(
-        "| | bytes per waiting caller | beyond a bare task | caller's future | origin calls |"
+        "| | bytes per waiting caller | beyond a bare task | size of the caller's future | origin calls |"
     );
     println!("|---|---:|---:|---:|---:|");
     for (name, w) in &waiting {
@@ -330,7 +345,7 @@ fn main() {
             w.per_caller,
             w.per_caller - floor,
             w.future_size,
-            w.origin_calls
+            thousands(w.origin_calls)
         );
     }
 }

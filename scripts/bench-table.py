@@ -86,6 +86,12 @@ def duration(ns):
     return f"{ns:.3g} ns" if ns < 100 else f"{ns:.0f} ns"
 
 
+def spread(counts):
+    """`1`, or `0–3` when the count varied between runs."""
+    low, high = counts["min"], counts["max"]
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
 def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
@@ -140,9 +146,7 @@ def storm_table(results, notes):
         ns = results[name]
         calls = notes.get(name, {}).get("origin calls")
         if calls:
-            spread = (f"{calls['min']:,}" if calls["min"] == calls["max"]
-                      else f"{calls['min']:,}–{calls['max']:,}")
-            counted = f"{spread} (in all {notes[name]['runs']} storms)"
+            counted = f"{spread(calls)} (in all {notes[name]['runs']} storms)"
         else:
             counted = "not recorded"
         rows.append(f"| {label(name)} | {duration(ns)} | {ns / STORM_ORIGIN_NS:.2f}× | {counted} |")
@@ -196,7 +200,7 @@ def targets(fresh, contended, storm, storm_notes):
     if calls:
         lines.append("- Miss storm makes exactly one origin call: "
                      + verdict(calls["min"] == calls["max"] == 1,
-                               f"{calls['min']}–{calls['max']} per storm over "
+                               f"{spread(calls)} per storm, in all "
                                f"{storm_notes['stampede']['runs']} storms"))
     if ours and floor:
         # Scheduling: what the uncached storm takes beyond the origin's latency (spawning and
@@ -223,6 +227,8 @@ def main():
                         help="criterion's output directory (default: target/criterion)")
     parser.add_argument("--memory", action="store_true",
                         help="also run `cargo run --release --example memory` and add its tables")
+    parser.add_argument("--note", default="",
+                        help="a sentence about the run, printed under the machine line")
     parser.add_argument("--write", type=Path, metavar="README",
                         help=f"replace the text between {START} and {END} in this file")
     args = parser.parse_args()
@@ -237,7 +243,8 @@ def main():
         sys.exit(f"no criterion results under {base}: run `cargo bench` first")
 
     out = [machine_line(max(t1, t2, t3, t4)),
-           "The figures are one run on this 2-core machine; the ratios are what carries over.",
+           "The figures are one run on this 2-core machine; the ratios are what carries over."
+           + (f" {args.note}" if args.note else ""),
            ""]
     for table in (fresh_table(fresh) if fresh else None,
                   contended_table(contended) if contended else None,
