@@ -9,13 +9,16 @@
 //! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
 //!
-//! `--flush` runs the many-keys scenario instead (`flush.rs`).
+//! `--flush` runs the many-keys scenario instead (`flush.rs`); `--chart herd.svg` also
+//! draws origin calls per 100 ms for each strategy (`chart.rs`).
+mod chart;
 mod flush;
 
 use stampede::cached;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -23,12 +26,15 @@ struct Settings {
     rate: u64,
     duration: Duration,
     origin_latency: Duration,
+    chart: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS]
+const USAGE: &str =
+    "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--chart SVG]
   --rate        requests per second on the hot key (default 2000)
   --duration    seconds of load per strategy (default 3)
   --origin-ms   origin latency in milliseconds (default 50)
+  --chart       also draw origin calls per 100 ms for each strategy into this SVG file
 Values are fresh for 500 ms (the strategies' #[cached] attributes).";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
@@ -36,6 +42,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         rate: 2_000,
         duration: Duration::from_secs(3),
         origin_latency: Duration::from_millis(50),
+        chart: None,
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -57,16 +64,18 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             "--origin-ms" => {
                 settings.origin_latency = Duration::from_millis(number("milliseconds")?)
             }
+            "--chart" => settings.chart = Some(PathBuf::from(value)),
             other => return Err(format!("unknown flag `{other}`")),
         }
     }
     Ok(settings)
 }
 
-/// The slow origin: counts calls and how many run at once.
+/// The slow origin: counts calls, when each started, and how many run at once.
 #[derive(Default)]
 struct Database {
     calls: AtomicUsize,
+    calls_at: Mutex<Vec<Instant>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
 }
@@ -75,6 +84,7 @@ impl Database {
     async fn load_profile(&self, id: u64, latency: Duration) -> Result<u64, stampede::Error> {
         let _ = id;
         let call = self.calls.fetch_add(1, Ordering::SeqCst) as u64;
+        self.calls_at.lock().unwrap().push(Instant::now());
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(latency).await;
@@ -174,6 +184,8 @@ struct Row {
     p50: Duration,
     p99: Duration,
     stale_served: u64,
+    /// When each origin call after the warm-up started, from the start of load.
+    origin_calls_at: Vec<Duration>,
 }
 
 async fn run(settings: &Settings, strategy: Strategy) -> Row {
@@ -210,6 +222,10 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
         latencies.push(latency);
     }
     latencies.sort();
+    let origin_calls_at = db.calls_at.lock().unwrap()[warm_calls..]
+        .iter()
+        .map(|&at| at.saturating_duration_since(started))
+        .collect();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     Row {
         requests,
@@ -218,6 +234,7 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
         p50: at(0.50),
         p99: at(0.99),
         stale_served: strategy.stats().stale_hits - stale_before,
+        origin_calls_at,
     }
 }
 
@@ -274,6 +291,7 @@ fn main() -> ExitCode {
         "p99",
         "stale served"
     );
+    let mut origin_calls_at = Vec::new();
     for strategy in Strategy::ALL {
         let row = runtime.block_on(run(&settings, strategy));
         println!(
@@ -287,6 +305,18 @@ fn main() -> ExitCode {
             format!("{:.2?}", row.p99),
             row.stale_served,
         );
+        origin_calls_at.push((strategy.name(), row.origin_calls_at));
+    }
+    if let Some(path) = &settings.chart {
+        let title = format!(
+            "Origin calls per 100 ms: one hot key, {} req/s, origin {:?}, fresh {:?}",
+            settings.rate, settings.origin_latency, FRESH
+        );
+        if let Err(e) = chart::draw(path, &title, settings.duration, &origin_calls_at) {
+            eprintln!("herd: cannot draw {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("\nchart: {}", path.display());
     }
     ExitCode::SUCCESS
 }
