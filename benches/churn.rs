@@ -8,7 +8,6 @@ mod common;
 
 use common::{profile, Notes, Profile, CAPACITY, TTL};
 use criterion::{criterion_group, criterion_main, Criterion};
-use stampede::{Cache, Policy};
 use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,21 +25,10 @@ async fn origin(id: u64) -> Profile {
     profile()
 }
 
-// stampede as its `#[cached(fresh = "1h", capacity = 10_000)]` expands (see
-// `common::contestants`).
-static STAMPEDE: LazyLock<Cache<u64, Profile>> = LazyLock::new(|| {
-    let policy = Policy::builder("bench::churn")
-        .fresh(TTL)
-        .capacity(CAPACITY)
-        .build()
-        .expect("a valid policy");
-    Cache::new(policy)
-});
-
+// stampede: its attribute (fresh for `TTL`, `CAPACITY` entries).
+#[stampede::cached(fresh = "1h", capacity = 10_000, local)]
 async fn stampede_profile(id: u64) -> Result<Profile, stampede::Error> {
-    STAMPEDE
-        .load(id, move || async move { Ok(origin(id).await) })
-        .await
+    Ok(origin(id).await)
 }
 
 static MOKA_SYNC: LazyLock<moka::sync::Cache<u64, Profile>> = LazyLock::new(|| {

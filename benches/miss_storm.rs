@@ -8,7 +8,6 @@ mod common;
 
 use common::{profile, Notes, Profile, CAPACITY, TTL};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use stampede::{Cache, Policy};
 use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,21 +32,10 @@ async fn slow_origin(id: u64) -> Profile {
     profile()
 }
 
-// stampede as its `#[cached(fresh = "1h", capacity = 10_000)]` expands (see
-// `common::contestants`).
-static STAMPEDE: LazyLock<Cache<u64, Profile>> = LazyLock::new(|| {
-    let policy = Policy::builder("bench::storm")
-        .fresh(TTL)
-        .capacity(CAPACITY)
-        .build()
-        .expect("a valid policy");
-    Cache::new(policy)
-});
-
+// stampede: its attribute (fresh for `TTL`, `CAPACITY` entries).
+#[stampede::cached(fresh = "1h", capacity = 10_000, local)]
 async fn stampede_profile(id: u64) -> Result<Profile, stampede::Error> {
-    STAMPEDE
-        .load(id, move || async move { Ok(slow_origin(id).await) })
-        .await
+    Ok(slow_origin(id).await)
 }
 
 static MOKA_FUTURE: LazyLock<moka::future::Cache<u64, Profile>> = LazyLock::new(|| {

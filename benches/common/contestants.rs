@@ -1,7 +1,6 @@
 //! The hit groups' contestants: one cached function per library, same key, same value,
 //! each bounded to `CAPACITY` entries with a `TTL`, as a user who needs both would write it.
 use super::{profile, Profile, CAPACITY, TTL};
-use stampede::{Cache, Policy};
 use std::sync::LazyLock;
 
 /// The origin behind every cached function; never reached on a hit.
@@ -10,20 +9,10 @@ async fn load_profile(id: u64) -> Result<Profile, stampede::Error> {
     Ok(profile())
 }
 
-// stampede, as `#[cached(fresh = "1h", capacity = 10_000)]` on `load_profile` expands:
-// a static cache, the key built from the arguments, `load(key, origin)`. When the
-// attribute lands, these two items become that one attributed function.
-static STAMPEDE: LazyLock<Cache<u64, Profile>> = LazyLock::new(|| {
-    let policy = Policy::builder("bench::profile")
-        .fresh(TTL)
-        .capacity(CAPACITY)
-        .build()
-        .expect("a valid policy");
-    Cache::new(policy)
-});
-
+// stampede: its attribute on the same function (fresh for `TTL`, `CAPACITY` entries).
+#[stampede::cached(fresh = "1h", capacity = 10_000, local)]
 pub async fn stampede_profile(id: u64) -> Result<Profile, stampede::Error> {
-    STAMPEDE.load(id, move || load_profile(id)).await
+    load_profile(id).await
 }
 
 // The `cached` crate's attribute, plain (concurrent misses each call the origin) and with
@@ -68,5 +57,9 @@ pub async fn fill(key: u64) {
     MOKA_SYNC.insert(key, profile());
     MOKA_SYNC_TTL.insert(key, profile());
     MOKA_FUTURE.insert(key, profile()).await;
-    assert_eq!(STAMPEDE.stats().origin_calls, 1, "stampede was filled once");
+    assert_eq!(
+        STAMPEDE_PROFILE.stats().origin_calls,
+        1,
+        "stampede was filled once"
+    );
 }

@@ -359,8 +359,9 @@ where
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
         let inner = &self.inner;
+        // Boxed where they are rare, so a waiting caller does not carry a whole load.
         if !inner.policy.coalesce() {
-            return run_detached(inner.clone(), key, None, origin).await;
+            return Box::pin(run_detached(inner.clone(), key, None, origin)).await;
         }
         let leader = match inner.lead_or_wait(&key).await {
             Turn::Lead(leader) => leader,
@@ -378,7 +379,7 @@ where
                     cache: inner.policy.name().clone(),
                 })),
             },
-            Err(task) => task.await,
+            Err(task) => Box::pin(task).await,
         }
     }
 
@@ -416,7 +417,7 @@ where
             inner.counters.early_refreshes.bump();
         }
         if let Err(task) = spawn(run_detached(inner.clone(), key, leader, origin)) {
-            let _ = task.await;
+            let _ = Box::pin(task).await;
         }
     }
 
