@@ -24,6 +24,7 @@ use crate::policy::Policy;
 use crate::stats::{Counters, Observed, Stats};
 use crate::store::memory::MemoryStore;
 use crate::xfetch;
+use futures_util::future::Either;
 use futures_util::FutureExt;
 use std::fmt;
 use std::future::Future;
@@ -32,6 +33,7 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
@@ -764,34 +766,40 @@ where
     /// Bounds a miss by the policy's deadline. A caller whose deadline passes gets the
     /// fail-safe value if there is one, else [`Error::Timeout`]; in detached mode the load
     /// goes on without it.
-    async fn within_deadline(
-        &self,
-        key: &K,
-        miss: impl Future<Output = Result<V, E>>,
-    ) -> Result<V, E> {
-        let Some(limit) = self.policy.timeout() else {
-            return miss.await;
-        };
-        if tokio::runtime::Handle::try_current().is_err() {
+    fn within_deadline<'a, M>(
+        &'a self,
+        key: &'a K,
+        miss: M,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        M: Future<Output = Result<V, E>> + 'a,
+    {
+        // Combinators, not an `async fn`: an async fn would hold `miss` twice (as its
+        // argument and inside the timeout), doubling what every waiting caller carries.
+        match self.policy.timeout() {
             // Tokio's timer needs a runtime; without one the deadline cannot be kept.
-            return miss.await;
-        }
-        match tokio::time::timeout(limit, miss).await {
-            Ok(shared) => shared,
-            Err(_elapsed) => {
-                self.counters.timeouts.bump();
-                let now = self.clock.now();
-                match self.fallback(key, now) {
-                    Some(last) => {
-                        self.count_stale(&last, now);
-                        Ok(last.value.clone())
-                    }
-                    None => Err(self.fail(Error::Timeout {
-                        cache: self.policy.name().clone(),
-                        after: limit,
-                    })),
-                }
+            Some(limit) if tokio::runtime::Handle::try_current().is_ok() => {
+                Either::Right(tokio::time::timeout(limit, miss).map(move |answer| {
+                    answer.unwrap_or_else(|_elapsed| self.past_deadline(key, limit))
+                }))
             }
+            _ => Either::Left(miss),
+        }
+    }
+
+    /// A caller's deadline passed: the fail-safe value if there is one, else a timeout.
+    fn past_deadline(&self, key: &K, limit: Duration) -> Result<V, E> {
+        self.counters.timeouts.bump();
+        let now = self.clock.now();
+        match self.fallback(key, now) {
+            Some(last) => {
+                self.count_stale(&last, now);
+                Ok(last.value.clone())
+            }
+            None => Err(self.fail(Error::Timeout {
+                cache: self.policy.name().clone(),
+                after: limit,
+            })),
         }
     }
 }
