@@ -359,9 +359,13 @@ fn key(
                 .iter()
                 .flat_map(|s| s.value.iter())
                 .find(|i| *i == name.as_str());
-            cx.error(at.unwrap_or(&args.skip.as_ref().expect("a skipped name").name), format!(
+            let message = format!(
                 "`{name}` is both in the key and skipped: remove it from one (it is in the key if it changes the result)"
-            ));
+            );
+            match at {
+                Some(at) => cx.error(at, message),
+                None => cx.error_at(*span, message),
+            }
             complete = false;
         } else if !keyed && !skips {
             let message = if name == "self" {
