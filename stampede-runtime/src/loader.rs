@@ -680,16 +680,21 @@ where
                 self.counters.oldest_stale_served.record(last.age(now));
                 None
             }
-            State::Expired => {
-                self.counters.fallbacks.bump();
-                self.counters.oldest_stale_served.record(last.age(now));
-                let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
-                rearmed.generation = self.next_generation();
-                Some(rearmed)
-            }
+            State::Expired => Some(self.fall_back(&last, now, self.next_generation())),
         };
         let value = Ok(last.value);
         (self.settle(key, leader, value, rearmed), "shed_stale")
+    }
+
+    /// The last value standing in for a load that could not give a new one (the origin
+    /// failed, or the load was shed), re-armed for one throttle so the origin is retried
+    /// once per throttle, not on every request.
+    fn fall_back(&self, last: &Envelope<V>, now: Instant, generation: u64) -> Envelope<V> {
+        self.counters.fallbacks.bump();
+        self.counters.oldest_stale_served.record(last.age(now));
+        let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
+        rearmed.generation = generation;
+        rearmed
     }
 
     fn next_generation(&self) -> u64 {
@@ -723,11 +728,8 @@ where
                 self.counters.refresh_errors.bump();
                 match self.fallback(&key, now) {
                     Some(last) => {
-                        self.counters.fallbacks.bump();
-                        self.counters.oldest_stale_served.record(last.age(now));
-                        let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
-                        rearmed.generation = generation;
-                        (Ok(last.value.clone()), Some(rearmed), "fallback")
+                        let rearmed = self.fall_back(&last, now, generation);
+                        (Ok(last.value), Some(rearmed), "fallback")
                     }
                     None => (Err(error), None, "failed"),
                 }
