@@ -3,11 +3,9 @@
 //! settling their flights, and configurations naming a semaphore nobody defined.
 mod common;
 
-use common::{bounded, AppError, Origin};
+use common::{bounded, callers_at_once, AppError, Mode, Origin};
 use stampede::{Cache, Clock, Error, Overrides, Policy, PolicyBuilder, Runtime};
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Barrier;
 use tokio::time::sleep;
 
 const MS: Duration = Duration::from_millis(1);
@@ -51,30 +49,18 @@ fn is_overloaded(result: &Result<usize, AppError>) -> bool {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hundred_cold_keys_with_a_limit_of_four_run_exactly_four_origin_calls_at_once() {
+async fn a_hundred_cold_keys_under_a_limit_of_four(mode: Mode) {
     let runtime = limited(4, Duration::from_secs(60));
-    let policy = Policy::builder("flushed")
+    let policy = Policy::builder(format!("flushed-{mode:?}"))
         .fresh(Duration::from_secs(60))
         .admission("db")
         .build()
         .unwrap();
     let cache: Shared = Cache::builder(policy).runtime(&runtime).build();
     let origin = Origin::default();
-    let start = Arc::new(Barrier::new(100));
-    let callers: Vec<_> = (0..100u32)
-        .map(|key| {
-            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                cache
-                    .load(key, move || async move {
-                        Ok(origin.slow(Duration::from_millis(20)).await)
-                    })
-                    .await
-            })
-        })
-        .collect();
+    let callers = callers_at_once(100, mode, &cache, &origin, Duration::from_millis(20), |i| {
+        i as u32
+    });
     for caller in callers {
         assert!(bounded(caller).await.unwrap().is_ok(), "no load is shed");
     }
@@ -94,33 +80,13 @@ async fn a_hundred_cold_keys_with_a_limit_of_four_run_exactly_four_origin_calls_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_cold_keys_with_a_limit_of_four_run_exactly_four_origin_calls_at_once() {
+    a_hundred_cold_keys_under_a_limit_of_four(Mode::Detached).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn inline_leaders_hold_the_same_limit() {
-    let runtime = limited(4, Duration::from_secs(60));
-    let policy = Policy::builder("flushed-inline")
-        .fresh(Duration::from_secs(60))
-        .admission("db")
-        .build()
-        .unwrap();
-    let cache: Shared = Cache::builder(policy).runtime(&runtime).build();
-    let origin = Origin::default();
-    let start = Arc::new(Barrier::new(100));
-    let callers: Vec<_> = (0..100u32)
-        .map(|key| {
-            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                cache
-                    .load_inline(key, || async {
-                        Ok(origin.slow(Duration::from_millis(20)).await)
-                    })
-                    .await
-            })
-        })
-        .collect();
-    for caller in callers {
-        assert!(bounded(caller).await.unwrap().is_ok());
-    }
-    assert_eq!((origin.calls(), origin.max_running()), (100, 4));
+    a_hundred_cold_keys_under_a_limit_of_four(Mode::Inline).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,34 +2,18 @@
 //! leader panics and takeover.
 mod common;
 
-use common::{bounded, paused, AppError, Origin};
+use common::{bounded, callers_at_once, paused, AppError, Mode, Origin};
 use stampede::{Cache, Error, Policy};
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Barrier;
 
 fn policy(fresh: Duration) -> Policy {
     Policy::builder("test").fresh(fresh).build().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn five_hundred_callers_on_a_cold_key_make_one_origin_call() {
+async fn five_hundred_callers_on_a_cold_key(mode: Mode) {
     let cache: Cache<u32, usize, AppError> = Cache::new(policy(Duration::from_secs(60)));
     let origin = Origin::default();
-    let start = Arc::new(Barrier::new(500));
-    let callers: Vec<_> = (0..500)
-        .map(|_| {
-            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                cache
-                    .load(7, move || async move {
-                        Ok(origin.slow(Duration::from_millis(50)).await)
-                    })
-                    .await
-            })
-        })
-        .collect();
+    let callers = callers_at_once(500, mode, &cache, &origin, Duration::from_millis(50), |_| 7);
     for caller in callers {
         assert_eq!(bounded(caller).await.unwrap(), Ok(1));
     }
@@ -46,28 +30,13 @@ async fn five_hundred_callers_on_a_cold_key_make_one_origin_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_hundred_callers_on_a_cold_key_make_one_origin_call() {
+    five_hundred_callers_on_a_cold_key(Mode::Detached).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_hundred_inline_callers_on_a_cold_key_make_one_origin_call() {
-    let cache: Cache<u32, usize, AppError> = Cache::new(policy(Duration::from_secs(60)));
-    let origin = Origin::default();
-    let start = Arc::new(Barrier::new(500));
-    let callers: Vec<_> = (0..500)
-        .map(|_| {
-            let (cache, origin, start) = (cache.clone(), origin.clone(), start.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                // The origin borrows `origin`: inline mode.
-                cache
-                    .load_inline(7, || async {
-                        Ok(origin.slow(Duration::from_millis(50)).await)
-                    })
-                    .await
-            })
-        })
-        .collect();
-    for caller in callers {
-        assert_eq!(bounded(caller).await.unwrap(), Ok(1));
-    }
-    assert_eq!(origin.calls(), 1);
+    five_hundred_callers_on_a_cold_key(Mode::Inline).await;
 }
 
 #[tokio::test(start_paused = true)]

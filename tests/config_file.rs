@@ -3,32 +3,11 @@
 //! in this binary touches the process's runtime.
 mod common;
 
-use common::{bounded, AppError, Origin};
+use common::{bounded, AppError, ConfigFile, Origin};
 use stampede::{Cache, Clock, Policy, Runtime};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
-
-/// A file in the temporary directory, removed when dropped.
-struct ConfigFile(PathBuf);
-
-impl ConfigFile {
-    fn new(name: &str, text: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "stampede-config-file-{}-{name}.toml",
-            std::process::id()
-        ));
-        std::fs::write(&path, text).unwrap();
-        ConfigFile(path)
-    }
-}
-
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 struct Bad {
     name: &'static str,

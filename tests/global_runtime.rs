@@ -6,32 +6,11 @@
 //! parents.
 mod common;
 
-use common::{AppError, Origin, DEADLINE};
+use common::{AppError, ConfigFile, Origin, DEADLINE};
 use stampede::{Cache, Error, Overrides, Policy, Runtime};
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A file in the temporary directory, removed when dropped.
-struct ConfigFile(PathBuf);
-
-impl ConfigFile {
-    fn new(name: &str, text: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "stampede-global-runtime-{}-{name}.toml",
-            std::process::id()
-        ));
-        std::fs::write(&path, text).unwrap();
-        ConfigFile(path)
-    }
-}
-
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Marks what a child tells its parent, amid libtest's own lines.
 const REPORT: &str = "@report ";

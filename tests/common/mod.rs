@@ -84,3 +84,88 @@ where
         .clock(stampede::Clock::tokio())
         .build()
 }
+
+/// The two leader modes, so one test body can run under both.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    /// `Cache::load`: the origin owns what it uses.
+    Detached,
+    /// `Cache::load_inline`: the origin borrows `origin`.
+    Inline,
+}
+
+impl Mode {
+    /// Loads `key` in this mode through an origin that takes `latency` and returns its
+    /// call number.
+    pub async fn load<K, E>(
+        self,
+        cache: &stampede::Cache<K, usize, E>,
+        key: K,
+        origin: &Origin,
+        latency: Duration,
+    ) -> Result<usize, E>
+    where
+        K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+        E: Clone + Send + Sync + 'static,
+    {
+        match self {
+            Mode::Detached => {
+                let origin = origin.clone();
+                cache
+                    .load(key, move || async move { Ok(origin.slow(latency).await) })
+                    .await
+            }
+            Mode::Inline => {
+                cache
+                    .load_inline(key, || async { Ok(origin.slow(latency).await) })
+                    .await
+            }
+        }
+    }
+}
+
+/// `n` tasks that start together and each load `key_of(i)` in `mode`.
+pub fn callers_at_once<K, E>(
+    n: usize,
+    mode: Mode,
+    cache: &stampede::Cache<K, usize, E>,
+    origin: &Origin,
+    latency: Duration,
+    key_of: impl Fn(usize) -> K,
+) -> Vec<tokio::task::JoinHandle<Result<usize, E>>>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    let start = Arc::new(tokio::sync::Barrier::new(n));
+    (0..n)
+        .map(|i| {
+            let (cache, origin, start, key) =
+                (cache.clone(), origin.clone(), start.clone(), key_of(i));
+            tokio::spawn(async move {
+                start.wait().await;
+                mode.load(&cache, key, &origin, latency).await
+            })
+        })
+        .collect()
+}
+
+/// A config file in the temporary directory, removed when dropped.
+pub struct ConfigFile(pub std::path::PathBuf);
+
+impl ConfigFile {
+    pub fn new(name: &str, text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "stampede-config-{}-{name}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).expect("the temporary directory is writable");
+        ConfigFile(path)
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
