@@ -218,15 +218,9 @@ async fn flush(settings: &Settings, strategy: Strategy) -> Row {
 }
 
 fn run(settings: &Settings) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::tokio_runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("herd: cannot start the Tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     println!(
         "flush: {} keys expire together, {} callers each at once, origin {:?}\n",

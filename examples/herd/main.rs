@@ -256,15 +256,9 @@ fn main() -> ExitCode {
             };
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio_runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("herd: cannot start the Tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     // With coalescing a value lives fresh + one reload, so that is the expiry period.
     let period = FRESH + settings.origin_latency;
@@ -319,4 +313,15 @@ fn main() -> ExitCode {
         println!("\nchart: {}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// The multi-threaded runtime every scenario runs on, or the exit code when it cannot start.
+fn tokio_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("herd: cannot start the Tokio runtime: {e}");
+            ExitCode::FAILURE
+        })
 }

@@ -144,6 +144,12 @@ impl RuntimeBuilder {
             .admission
             .is_some()
             .then(|| At::code(format!("functions.{}.admission", file::toml_key(&name))));
+        self.merge_function(name, overrides, admission_at);
+        self
+    }
+
+    /// Overrides of one function, over what earlier sources set for it.
+    fn merge_function(&mut self, name: Arc<str>, overrides: Overrides, admission_at: Option<At>) {
         self.functions
             .entry(name)
             .or_default()
@@ -151,7 +157,6 @@ impl RuntimeBuilder {
                 overrides,
                 admission_at,
             });
-        self
     }
 
     /// Reads the TOML file at `path` over what is set so far. Every key is checked: an
@@ -194,13 +199,7 @@ impl RuntimeBuilder {
             spec.queue_timeout = queue_timeout.or(spec.queue_timeout);
         }
         for (name, overrides, admission_at) in settings.functions {
-            self.functions
-                .entry(name)
-                .or_default()
-                .merge(FunctionEntry {
-                    overrides,
-                    admission_at,
-                });
+            self.merge_function(name, overrides, admission_at);
         }
         Ok(self)
     }
