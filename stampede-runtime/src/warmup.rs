@@ -67,7 +67,7 @@ where
     let loads = futures_util::stream::iter(keys).map(|key| {
         let (cache, origin, reported) = (cache.clone(), origin.clone(), key.clone());
         async move {
-            let result = cache.load(key.clone(), move || origin(key)).await;
+            let result = cache.load_keyed(key, move |key| origin(key.clone())).await;
             (reported, result)
         }
     });
