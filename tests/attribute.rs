@@ -2,7 +2,7 @@
 //! calls.
 mod common;
 
-use common::bounded;
+use common::{bounded, eventually};
 use serde::{Deserialize, Serialize};
 use stampede::{cached, LeaderMode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -87,16 +87,6 @@ async fn a_borrowed_pool_and_a_tenant_key_coalesce_to_one_query() {
     LOAD_PROFILE.invalidate(&(TenantId("acme".into()), 7));
     load_profile(TenantId("acme".into()), 7, &db).await.unwrap();
     assert_eq!(db.queries(), 3);
-}
-
-/// Polls `done` until it holds, within the test deadline: for effects of background work.
-async fn eventually(mut done: impl FnMut() -> bool) {
-    bounded(async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
 }
 
 static SQUARES: AtomicUsize = AtomicUsize::new(0);

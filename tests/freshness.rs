@@ -2,7 +2,7 @@
 //! 2 and 8. Time is Tokio's paused clock, so every duration here is exact.
 mod common;
 
-use common::{bounded, paused, AppError, Origin};
+use common::{bounded, loads_finished, paused, AppError, Origin};
 use stampede::{Cache, Error, Policy};
 use std::time::Duration;
 use tokio::time::sleep;
@@ -61,7 +61,7 @@ async fn in_the_stale_window_callers_get_the_old_value_at_once_while_one_refresh
         Duration::ZERO,
         "nobody waited for the refresh"
     );
-    sleep(200 * MS).await; // the background refresh takes 100 ms of paused time
+    loads_finished(&cache).await; // the background refresh
     assert_eq!(call(&cache, &origin, 100 * MS).await, Ok(2));
     assert_eq!(origin.calls(), 2, "one fill, one refresh");
     assert_eq!(cache.stats().stale_hits, 200);
@@ -143,7 +143,7 @@ async fn a_slow_origin_times_callers_out_yet_its_value_is_still_cached() {
         );
     }
     assert_eq!(started.elapsed(), 50 * MS, "bounded waiting");
-    sleep(500 * MS).await; // the detached load finishes on its own
+    loads_finished(&cache).await; // the detached load finishes on its own
     assert_eq!(cache.peek(&1), Some(1));
     assert_eq!(origin.calls(), 1);
     assert_eq!(cache.stats().timeouts, 20);
@@ -166,7 +166,7 @@ async fn a_timed_out_caller_gets_the_last_value_under_stale_if_error() {
         Ok(1),
         "the last value, after 50 ms"
     );
-    sleep(500 * MS).await;
+    loads_finished(&cache).await;
     assert_eq!(
         call(&cache, &origin, 500 * MS).await,
         Ok(2),
@@ -216,14 +216,13 @@ async fn a_failed_stale_refresh_keeps_serving_the_stale_value() {
     assert_eq!(call(&cache, &origin, 10 * MS).await, Ok(1));
     sleep(2_000 * MS).await;
     assert_eq!(failing(&cache, &origin).await, Ok(1));
-    sleep(100 * MS).await;
-    assert_eq!(cache.stats().in_flight, 0);
+    loads_finished(&cache).await;
     assert_eq!(
         call(&cache, &origin, 10 * MS).await,
         Ok(1),
         "still stale: this call starts a retry"
     );
-    sleep(100 * MS).await;
+    loads_finished(&cache).await;
     assert_eq!(call(&cache, &origin, 10 * MS).await, Ok(3));
 }
 

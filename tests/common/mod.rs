@@ -73,6 +73,27 @@ pub async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
         .expect("a wait in this test overran its deadline")
 }
 
+/// Awaits `done`, polled within [`DEADLINE`]: for the effects of background work that
+/// has no signal of its own (a detached load landing in the store).
+pub async fn eventually(mut done: impl FnMut() -> bool) {
+    bounded(async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+}
+
+/// Awaits the end of every load of `cache` (the store is written before a flight ends).
+pub async fn loads_finished<K, V, E>(cache: &stampede::Cache<K, V, E>)
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    eventually(|| cache.stats().in_flight == 0).await
+}
+
 /// A cache on Tokio's clock, for tests that pause and advance time.
 pub fn paused<K, V, E>(policy: stampede::Policy) -> stampede::Cache<K, V, E>
 where
