@@ -138,6 +138,55 @@ const BAD_FILES: &[Bad] = &[
         says: "admission `db` has no `limit`",
     },
     Bad {
+        name: "capacity-too-large",
+        text: "[functions.f]\ncapacity = 5_000_000_000\n",
+        line: 2,
+        key: Some("functions.f.capacity"),
+        says: "capacity must be at most 1000000000",
+    },
+    Bad {
+        name: "zero-lease",
+        text: "[functions.f]\nlease = \"0s\"\n",
+        line: 2,
+        key: Some("functions.f.lease"),
+        says: "lease must be greater than zero",
+    },
+    Bad {
+        name: "duration-with-a-fraction",
+        text: "[functions.f]\nstale = \"1.5s\"\n",
+        line: 2,
+        key: Some("functions.f.stale"),
+        says: "`1.5s` is not a duration: `.` is not a unit",
+    },
+    Bad {
+        name: "names-one-variable-cannot-tell-apart",
+        text: "[functions.\"user-profile\"]\nenabled = false\n[functions.user_profile]\nenabled = true\n",
+        line: 3,
+        key: Some("functions.user_profile"),
+        says: "the functions `user-profile` and `user_profile` are both `USER_PROFILE` in environment variables",
+    },
+    Bad {
+        name: "redis-url",
+        text: "[backend]\nprefix = \"shop\"\nurl = \"redis://127.0.0.1:6379\"\n",
+        line: 3,
+        key: Some("backend.url"),
+        says: "a Redis `url` arrives with the shared-store backend; it is not available in this version",
+    },
+    Bad {
+        name: "zero-response-timeout",
+        text: "[backend]\nresponse_timeout = \"0ms\"\n",
+        line: 2,
+        key: Some("backend.response_timeout"),
+        says: "response_timeout must be greater than zero",
+    },
+    Bad {
+        name: "unknown-backend-key",
+        text: "[backend]\nkind = \"memory\"\nprefx = \"shop\"\n",
+        line: 3,
+        key: Some("backend.prefx"),
+        says: "unknown field `prefx`, expected one of `kind`, `url`, `nodes`, `prefix`",
+    },
+    Bad {
         name: "not-toml",
         text: "[functions.f]\nfresh = \"30s\n",
         line: 2,
@@ -227,5 +276,44 @@ async fn a_files_override_changes_the_cache_of_that_name() {
         two_loads_150ms_apart(&configured).await,
         (2, 100 * MS),
         "overridden: expired between the loads"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_files_durations_read_the_attributes_grammar() {
+    let file = ConfigFile::new(
+        "grammar",
+        "[functions.\"user-profile\"]\nfresh = \"1h 1m\"\nstale = \"1_500ms\"\n",
+    );
+    let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
+    let policy = Policy::builder("user-profile")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
+    assert_eq!(cache.policy().fresh(), Duration::from_secs(3_660));
+    assert_eq!(cache.policy().stale(), 1_500 * MS);
+}
+
+#[test]
+fn entries_no_cache_claims_are_listed_until_one_does() {
+    let file = ConfigFile::new(
+        "unclaimed",
+        "[functions.\"user-profile\"]\nfresh = \"1s\"\n[functions.\"user-proflie\"]\nfresh = \"1s\"\n",
+    );
+    let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
+    assert_eq!(
+        runtime.unclaimed_functions(),
+        ["user-profile", "user-proflie"]
+    );
+    let policy = Policy::builder("user-profile")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let _profiles: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
+    assert_eq!(
+        runtime.unclaimed_functions(),
+        ["user-proflie"],
+        "the typo is left"
     );
 }

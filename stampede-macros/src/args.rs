@@ -441,8 +441,20 @@ mod tests {
             parse_duration("stale", "36501d"),
             Err("`stale` must be at most 36500d".to_owned())
         );
-        assert!(parse_duration("fresh", "60")
-            .unwrap_err()
-            .contains("the unit is missing"));
+    }
+
+    #[test]
+    fn the_attribute_reads_the_one_duration_grammar() {
+        use stampede_settings::examples::{DURATIONS, NOT_DURATIONS};
+        for &(text, millis) in DURATIONS {
+            assert_eq!(parse_duration("stale", text), Ok(millis), "{text}");
+        }
+        for &(text, why) in NOT_DURATIONS {
+            let message = parse_duration("stale", text).unwrap_err();
+            assert!(
+                message.starts_with(&format!("`{text}` is not a duration: {why}")),
+                "{text}: {message}"
+            );
+        }
     }
 }

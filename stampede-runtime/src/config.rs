@@ -703,6 +703,44 @@ mod tests {
         assert!(format!("{:?}", Runtime::builder().build().unwrap().clock()).contains("System"));
     }
 
+    /// The file and the environment read the attribute's grammar: the shared examples,
+    /// through both.
+    #[test]
+    fn the_file_and_the_environment_read_the_one_duration_grammar() {
+        use stampede_settings::examples::{DURATIONS, NOT_DURATIONS};
+        let path = Path::new("stampede.toml");
+        let from_file = |text: &str| {
+            let settings = file::parse(path, &format!("[functions.f]\nstale = {text:?}\n"))?;
+            let mut builder = Runtime::builder();
+            for (name, overrides) in settings.functions {
+                builder = builder.function(name, overrides.value);
+            }
+            Ok::<_, ConfigError>(builder.functions[&Arc::from("f")].value.stale)
+        };
+        let from_env = |text: &str| {
+            let variables = [("STAMPEDE_FUNCTION_F_STALE".into(), text.into())];
+            let builder = env::apply(Runtime::builder(), variables)?;
+            Ok::<_, ConfigError>(builder.env_functions["F"].value.stale)
+        };
+        for &(text, millis) in DURATIONS {
+            let expected = Some(Duration::from_millis(millis));
+            assert_eq!(from_file(text), Ok(expected), "file: {text}");
+            assert_eq!(from_env(text), Ok(expected), "environment: {text}");
+        }
+        for &(text, why) in NOT_DURATIONS {
+            let refusal = format!("`{text}` is not a duration: {why}");
+            let in_file = from_file(text).unwrap_err();
+            assert_eq!(
+                (in_file.line(), in_file.key()),
+                (Some(2), Some("functions.f.stale"))
+            );
+            assert!(in_file.message().starts_with(&refusal), "{in_file}");
+            let in_env = from_env(text).unwrap_err();
+            assert_eq!(in_env.key(), Some("STAMPEDE_FUNCTION_F_STALE"));
+            assert!(in_env.message().starts_with(&refusal), "{in_env}");
+        }
+    }
+
     #[test]
     fn a_missing_file_is_an_error_naming_it() {
         let error = Runtime::builder()

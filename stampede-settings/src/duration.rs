@@ -64,43 +64,22 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
 
+    use crate::examples::{DURATIONS, NOT_DURATIONS};
+
     #[test]
     fn units_sums_spaces_and_digit_groups_parse() {
-        let cases = [
-            ("500ms", Duration::from_millis(500)),
-            ("30s", Duration::from_secs(30)),
-            ("1m30s", Duration::from_secs(90)),
-            ("1h 1m", Duration::from_secs(3_660)),
-            ("2h", Duration::from_secs(7_200)),
-            ("1d", Duration::from_secs(86_400)),
-            ("1s250ms", Duration::from_millis(1_250)),
-            ("1_000ms", Duration::from_secs(1)),
-            (" 3s ", Duration::from_secs(3)),
-            ("0s", Duration::ZERO),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(parse_duration(text), Ok(expected), "{text}");
+        for &(text, millis) in DURATIONS {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_millis(millis)),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn malformed_durations_say_why() {
-        let cases = [
-            ("", "it is empty"),
-            ("  ", "it is empty"),
-            ("30", "the unit is missing (for example \"30s\")"),
-            ("1m 30", "the unit is missing"),
-            ("30x", "`x` is not a unit"),
-            ("30sec", "`sec` is not a unit"),
-            ("s", "a number must come before each unit"),
-            ("_1s", "a number must come before each unit"),
-            ("1.5s", "`.` is not a unit"),
-            ("-1s", "a number must come before each unit"),
-            ("99999999999999999999s", "it is too long"),
-            ("5000000000d", "it is too long"),
-            ("99999999999999999d", "it is too long"),
-        ];
-        for (text, why) in cases {
+        for &(text, why) in NOT_DURATIONS.iter().chain(&[("  ", "it is empty")]) {
             let message = parse_duration(text).unwrap_err();
             assert!(
                 message.starts_with(&format!("`{text}` is not a duration: {why}")),
