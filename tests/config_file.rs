@@ -51,7 +51,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[functions.f]\nstale = \"30\"\n",
         line: 2,
         key: Some("functions.f.stale"),
-        says: "`30` is not a duration: the unit is missing (for example \"30s\")",
+        says: "`30` is not a duration: the unit is missing (as in \"30s\"); write whole numbers with a unit",
     },
     Bad {
         name: "duration-as-number",

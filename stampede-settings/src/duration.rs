@@ -16,7 +16,7 @@ use std::time::Duration;
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let invalid = |why: &str| {
         Err(format!(
-            "`{text}` is not a duration: {why} (write whole numbers with a unit, ms, s, m, h or d, such as \"500ms\", \"30s\" or \"1m 30s\")"
+            "`{text}` is not a duration: {why}; write whole numbers with a unit (ms, s, m, h or d), such as \"500ms\", \"30s\" or \"1m 30s\""
         ))
     };
     let mut rest = text.trim();
@@ -44,8 +44,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(60),
             "h" => Duration::from_secs(60 * 60),
             "d" => Duration::from_secs(24 * 60 * 60),
+            "" if rest
+                .trim_start()
+                .starts_with(|c: char| c.is_ascii_alphabetic()) =>
+            {
+                let word = rest
+                    .trim_start()
+                    .split(|c: char| !c.is_ascii_alphabetic())
+                    .next();
+                return match word.unwrap_or_default() {
+                    unit @ ("ms" | "s" | "m" | "h" | "d") => {
+                        invalid(&format!("`{unit}` must follow its number without a space"))
+                    }
+                    other => invalid(&format!("`{other}` is not a unit")),
+                };
+            }
             "" if rest.is_empty() || rest.starts_with(' ') => {
-                return invalid(&format!("the unit is missing (for example \"{number}s\")"))
+                return invalid(&format!("the unit is missing (as in \"{number}s\")"))
             }
             "" => return invalid(&format!("`{}` is not a unit", &rest[..1])),
             other => return invalid(&format!("`{other}` is not a unit")),

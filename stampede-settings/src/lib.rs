@@ -27,7 +27,9 @@ pub mod examples {
     /// Text that is not a duration, and the reason given.
     pub const NOT_DURATIONS: &[(&str, &str)] = &[
         ("", "it is empty"),
-        ("30", "the unit is missing (for example \"30s\")"),
+        ("30", "the unit is missing (as in \"30s\")"),
+        ("1 minute", "`minute` is not a unit"),
+        ("1 s", "`s` must follow its number without a space"),
         ("1m 30", "the unit is missing"),
         ("30x", "`x` is not a unit"),
         ("30sec", "`sec` is not a unit"),
