@@ -86,7 +86,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[functions.f]\ncapacity = -5\n",
         line: 2,
         key: Some("functions.f.capacity"),
-        says: "invalid value: integer `-5`, expected u64",
+        says: "-5 is below zero; write a whole number of at least 1",
     },
     Bad {
         name: "zero-beta",

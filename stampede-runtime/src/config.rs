@@ -10,11 +10,11 @@
 //! an explicit runtime uses it, and when nothing was installed the first such cache reads
 //! the environment.
 mod backend;
-mod duration;
 mod env;
 mod error;
 mod file;
 mod overrides;
+mod values;
 
 pub use backend::Backend;
 pub use error::ConfigError;
@@ -52,10 +52,10 @@ pub(crate) trait Layer: Default {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AdmissionLayer {
     /// Origin calls at once, `1..=1_000_000`; required.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "values::count")]
     limit: Option<u64>,
     /// How long a load queues for a permit before it is shed (default 1s).
-    #[serde(default, deserialize_with = "duration::option")]
+    #[serde(default, deserialize_with = "values::duration")]
     queue_timeout: Option<Duration>,
 }
 

@@ -1,7 +1,7 @@
 //! Where values are stored: the backend kind and the shared-store settings, declared once
 //! for the file's `[backend]` table and the `STAMPEDE_BACKEND` / `STAMPEDE_REDIS_*`
 //! variables.
-use super::{duration, Layer};
+use super::{values, Layer};
 use serde::Deserialize;
 use stampede_settings as settings;
 use std::time::Duration;
@@ -101,18 +101,18 @@ backend_settings! {
         false => Ok(()),
     };
     /// How long one Redis command may take before it counts as failed (default 250ms).
-    response_timeout: Duration, parse "duration::option" = Duration::from_millis(250), check positive;
+    response_timeout: Duration, parse "values::duration" = Duration::from_millis(250), check positive;
     /// How long connecting may take (default 1s).
-    connect_timeout: Duration, parse "duration::option" = Duration::from_secs(1), check positive;
+    connect_timeout: Duration, parse "values::duration" = Duration::from_secs(1), check positive;
     /// Consecutive failures that open the circuit breaker (default 5).
-    breaker_failures: u32 = 5, check |key, failures| match failures {
+    breaker_failures: u32, parse "values::count" = 5, check |key, failures| match failures {
         0 => Err(format!("{key} must be at least 1")),
         _ => Ok(()),
     };
     /// How long an open breaker waits before it tries Redis again (default 1s).
-    breaker_cooldown: Duration, parse "duration::option" = Duration::from_secs(1), check positive;
+    breaker_cooldown: Duration, parse "values::duration" = Duration::from_secs(1), check positive;
     /// The largest encoded value written to a shared store (default 8 MiB).
-    max_value_bytes: u64 = 8 * 1024 * 1024, check |key, bytes| match bytes {
+    max_value_bytes: u64, parse "values::count" = 8 * 1024 * 1024, check |key, bytes| match bytes {
         0 => Err(format!("{key} must be at least 1")),
         _ => Ok(()),
     };

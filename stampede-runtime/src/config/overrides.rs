@@ -4,7 +4,7 @@
 //! which [`PolicyBuilder`] setter applies it. The file (`[functions."<name>"]`), the
 //! environment (`STAMPEDE_FUNCTION_<NAME>_<KEY>`) and the code builder all read this one
 //! declaration.
-use super::{duration, Layer};
+use super::{values, Layer};
 use crate::policy::PolicyBuilder;
 use serde::Deserialize;
 use stampede_settings as settings;
@@ -83,30 +83,31 @@ macro_rules! overrides {
 
 overrides! {
     /// How long a value is fresh (above zero).
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     fresh: Duration, check settings::positive, apply fresh;
     /// The serve-stale window after `fresh`.
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     stale: Duration, check settings::within_horizon, apply stale;
     /// How long after `fresh` the last value stands in for a failing or shed load.
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     stale_if_error: Duration, check settings::within_horizon, apply stale_if_error;
     /// While the origin fails, how long a served fallback counts as fresh.
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     fail_safe_throttle: Duration, check settings::positive, apply fail_safe_throttle;
     /// ± fraction of `fresh`, `0.0..=0.5`.
     jitter: f64, check settings::jitter, apply jitter;
     /// Turns XFetch on with this β (above zero; 1.0 is the usual choice).
     xfetch_beta: f64, check settings::xfetch_beta, apply xfetch;
     /// The per-caller deadline on a miss (above zero).
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     timeout: Duration, check settings::positive, apply timeout;
     /// Whether concurrent misses of one key share one origin call.
     coalesce: bool, check any, apply coalesce;
     /// The fleet lease TTL on shared stores (above zero).
-    #[serde(deserialize_with = "duration::option")]
+    #[serde(deserialize_with = "values::duration")]
     lease: Duration, check settings::positive, apply lease;
     /// In-memory entries, `1..=1_000_000_000`.
+    #[serde(deserialize_with = "values::count")]
     capacity: u64, check settings::capacity, apply capacity;
     /// `false` makes every call run the origin directly (see [`PolicyBuilder::enabled`]).
     enabled: bool, check any, apply enabled;
