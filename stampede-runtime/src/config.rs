@@ -9,6 +9,41 @@
 //! from. One runtime is the process's ([`RuntimeBuilder::install`]); a cache built without
 //! an explicit runtime uses it, and when nothing was installed the first such cache reads
 //! the environment.
+/// Declares a table of settings: the serde model, one optional field per key (what one
+/// source sets; unknown keys refused), and how sources layer over each other.
+macro_rules! table {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident {$(
+            $(#[doc = $doc:literal])*
+            $(#[serde($($serde:tt)*)])?
+            $field:ident: $ty:ty,
+        )*}
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        $vis struct $name {$(
+            $(#[doc = $doc])*
+            #[serde(default $(, $($serde)*)?)]
+            pub(crate) $field: Option<$ty>,
+        )*}
+
+        impl $crate::config::Layer for $name {
+            const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            fn set_keys(&self) -> Vec<&'static str> {
+                let set = [$(self.$field.is_some()),*];
+                Self::KEYS.iter().zip(set).filter_map(|(key, set)| set.then_some(*key)).collect()
+            }
+
+            fn merge(&mut self, later: &Self) {
+                $(if later.$field.is_some() { self.$field.clone_from(&later.$field); })*
+            }
+        }
+    };
+}
+
 mod backend;
 mod env;
 mod error;
@@ -27,7 +62,6 @@ use crate::policy::Policy;
 use crate::stats::{Observed, Stats};
 use backend::{BackendLayer, BackendSettings, Kind};
 use error::At;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
@@ -47,34 +81,15 @@ pub(crate) trait Layer: Default {
     fn merge(&mut self, later: &Self);
 }
 
-/// `[admission.<name>]`: one origin semaphore.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AdmissionLayer {
-    /// Origin calls at once, `1..=1_000_000`; required.
-    #[serde(default, deserialize_with = "values::count")]
-    limit: Option<u64>,
-    /// How long a load queues for a permit before it is shed (default 1s).
-    #[serde(default, deserialize_with = "values::duration")]
-    queue_timeout: Option<Duration>,
-}
-
-impl Layer for AdmissionLayer {
-    const KEYS: &'static [&'static str] = &["limit", "queue_timeout"];
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        let set = [self.limit.is_some(), self.queue_timeout.is_some()];
-        Self::KEYS
-            .iter()
-            .zip(set)
-            .filter(|(_, set)| *set)
-            .map(|(k, _)| *k)
-            .collect()
-    }
-
-    fn merge(&mut self, later: &Self) {
-        self.limit = later.limit.or(self.limit);
-        self.queue_timeout = later.queue_timeout.or(self.queue_timeout);
+table! {
+    /// `[admission.<name>]`: one origin semaphore.
+    pub(crate) struct AdmissionLayer {
+        /// Origin calls at once, `1..=1_000_000`; required.
+        #[serde(deserialize_with = "values::count")]
+        limit: u64,
+        /// How long a load queues for a permit before it is shed (default 1s).
+        #[serde(deserialize_with = "values::duration")]
+        queue_timeout: Duration,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where values are stored: the backend kind and the shared-store settings, declared once
 //! for the file's `[backend]` table and the `STAMPEDE_BACKEND` / `STAMPEDE_REDIS_*`
 //! variables.
-use super::{values, Layer};
+use super::values;
 use serde::Deserialize;
 use stampede_settings as settings;
 use std::time::Duration;
@@ -33,14 +33,12 @@ macro_rules! backend_settings {
         $(#[doc = $doc:literal])*
         $field:ident: $ty:ty $(, parse $with:literal)? = $default:expr, check $check:expr;
     )*) => {
-        /// What one source (code, file, environment) sets of `[backend]`.
-        #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub(crate) struct BackendLayer {
-            $(
-                #[serde(default $(, deserialize_with = $with)?)]
-                pub(crate) $field: Option<$ty>,
-            )*
+        table! {
+            /// What one source (code, file, environment) sets of `[backend]`.
+            pub(crate) struct BackendLayer {$(
+                $(#[serde(deserialize_with = $with)])?
+                $field: $ty,
+            )*}
         }
 
         /// The backend settings, defaults filled in.
@@ -49,20 +47,6 @@ macro_rules! backend_settings {
         #[allow(dead_code)]
         pub(crate) struct BackendSettings {
             $($(#[doc = $doc])* pub(crate) $field: $ty,)*
-        }
-
-        impl Layer for BackendLayer {
-            const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
-
-            fn set_keys(&self) -> Vec<&'static str> {
-                let mut keys = Vec::new();
-                $(if self.$field.is_some() { keys.push(stringify!($field)); })*
-                keys
-            }
-
-            fn merge(&mut self, later: &BackendLayer) {
-                $(if later.$field.is_some() { self.$field.clone_from(&later.$field); })*
-            }
         }
 
         impl BackendLayer {
@@ -91,35 +75,37 @@ backend_settings! {
         _ => Ok(()),
     };
     /// Redis Cluster seed nodes, instead of `url`.
-    nodes: Vec<String> = Vec::new(), check |key, nodes| match nodes.iter().find(|n| n.trim().is_empty()) {
-        Some(_) => Err(format!("{key} must not contain an empty address")),
-        None => Ok(()),
-    };
+    nodes: Vec<String> = Vec::new(), check |key, nodes| nodes.iter().try_for_each(|n| filled(key, n));
     /// Prefix of every key and channel stampede writes (default `stampede`).
-    prefix: String = "stampede".to_owned(), check |key, prefix| match prefix.is_empty() {
-        true => Err(format!("{key} must not be empty")),
-        false => Ok(()),
-    };
+    prefix: String = "stampede".to_owned(), check |key, prefix| filled(key, prefix);
     /// How long one Redis command may take before it counts as failed (default 250ms).
     response_timeout: Duration, parse "values::duration" = Duration::from_millis(250), check positive;
     /// How long connecting may take (default 1s).
     connect_timeout: Duration, parse "values::duration" = Duration::from_secs(1), check positive;
     /// Consecutive failures that open the circuit breaker (default 5).
-    breaker_failures: u32, parse "values::count" = 5, check |key, failures| match failures {
-        0 => Err(format!("{key} must be at least 1")),
-        _ => Ok(()),
-    };
+    breaker_failures: u32, parse "values::count" = 5, check |key, n| at_least_one(key, *n as u64);
     /// How long an open breaker waits before it tries Redis again (default 1s).
     breaker_cooldown: Duration, parse "values::duration" = Duration::from_secs(1), check positive;
     /// The largest encoded value written to a shared store (default 8 MiB).
-    max_value_bytes: u64, parse "values::count" = 8 * 1024 * 1024, check |key, bytes| match bytes {
-        0 => Err(format!("{key} must be at least 1")),
-        _ => Ok(()),
-    };
+    max_value_bytes: u64, parse "values::count" = 8 * 1024 * 1024, check |key, n| at_least_one(key, *n);
 }
 
 fn positive(key: &str, duration: &Duration) -> Result<(), String> {
     settings::positive(key, *duration).map(drop)
+}
+
+fn at_least_one(key: &str, count: u64) -> Result<(), String> {
+    match count {
+        0 => Err(format!("{key} must be at least 1")),
+        _ => Ok(()),
+    }
+}
+
+fn filled(key: &str, text: &str) -> Result<(), String> {
+    match text.trim() {
+        "" => Err(format!("{key} must not be empty")),
+        _ => Ok(()),
+    }
 }
 
 impl BackendSettings {

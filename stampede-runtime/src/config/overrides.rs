@@ -4,9 +4,8 @@
 //! which [`PolicyBuilder`] setter applies it. The file (`[functions."<name>"]`), the
 //! environment (`STAMPEDE_FUNCTION_<NAME>_<KEY>`) and the code builder all read this one
 //! declaration.
-use super::{values, Layer};
+use super::values;
 use crate::policy::PolicyBuilder;
-use serde::Deserialize;
 use stampede_settings as settings;
 use std::time::Duration;
 
@@ -18,38 +17,23 @@ macro_rules! overrides {
         $(#[serde($($serde:tt)*)])?
         $field:ident: $ty:ty $(as $param:ty)?, check $check:path, apply $setter:ident;
     )*) => {
-        /// Settings that replace a policy's own for the cache of that name (the
-        /// attribute's `name`), without recompiling. Unset settings keep the policy's value.
-        ///
-        /// ```
-        /// use std::time::Duration;
-        /// use stampede_runtime::{Overrides, Runtime};
-        /// let runtime = Runtime::builder()
-        ///     .function("user-profile", Overrides::new().fresh(Duration::from_secs(30)))
-        ///     .build()
-        ///     .unwrap();
-        /// ```
-        #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct Overrides {
-            $(
-                #[serde(default $(, $($serde)*)?)]
-                pub(crate) $field: Option<$ty>,
-            )*
-        }
-
-        impl Layer for Overrides {
-            const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
-
-            fn set_keys(&self) -> Vec<&'static str> {
-                let mut keys = Vec::new();
-                $(if self.$field.is_some() { keys.push(stringify!($field)); })*
-                keys
-            }
-
-            fn merge(&mut self, later: &Overrides) {
-                $(if later.$field.is_some() { self.$field.clone_from(&later.$field); })*
-            }
+        table! {
+            /// Settings that replace a policy's own for the cache of that name (the
+            /// attribute's `name`), without recompiling. Unset settings keep the policy's value.
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use stampede_runtime::{Overrides, Runtime};
+            /// let runtime = Runtime::builder()
+            ///     .function("user-profile", Overrides::new().fresh(Duration::from_secs(30)))
+            ///     .build()
+            ///     .unwrap();
+            /// ```
+            pub struct Overrides {$(
+                $(#[doc = $doc])*
+                $(#[serde($($serde)*)])?
+                $field: $ty,
+            )*}
         }
 
         impl Overrides {
