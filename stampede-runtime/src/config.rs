@@ -113,6 +113,12 @@ impl<T: Layer> Located<T> {
         Located { value, at, table }
     }
 
+    /// Set by a builder call, named by the table's dotted key.
+    fn in_code(value: T, table: String) -> Self {
+        let at = At::code(table.clone());
+        Located::new(value, Some(at), |key| At::code(format!("{table}.{key}")))
+    }
+
     fn merge(&mut self, later: Located<T>) {
         self.value.merge(&later.value);
         self.at.extend(later.at);
@@ -160,8 +166,8 @@ impl RuntimeBuilder {
             kind: Some(kind),
             ..BackendLayer::default()
         };
-        let located = Located::new(layer, None, |key| At::code(format!("backend.{key}")));
-        self.backend.merge(located);
+        self.backend
+            .merge(Located::in_code(layer, "backend".to_owned()));
         self
     }
 
@@ -174,14 +180,12 @@ impl RuntimeBuilder {
         queue_timeout: Duration,
     ) -> Self {
         let name = name.into();
-        let table = format!("admission.{}", file::toml_key(&name));
         let layer = AdmissionLayer {
             limit: Some(limit.try_into().unwrap_or(u64::MAX)),
             queue_timeout: Some(queue_timeout),
         };
-        let located = Located::new(layer, Some(At::code(table.clone())), |key| {
-            At::code(format!("{table}.{key}"))
-        });
+        let table = format!("admission.{}", file::toml_key(&name));
+        let located = Located::in_code(layer, table);
         self.admissions.entry(name).or_default().merge(located);
         self
     }
@@ -190,9 +194,7 @@ impl RuntimeBuilder {
     pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
         let name = name.into();
         let table = format!("functions.{}", file::toml_key(&name));
-        let located = Located::new(overrides, Some(At::code(table.clone())), |key| {
-            At::code(format!("{table}.{key}"))
-        });
+        let located = Located::in_code(overrides, table);
         self.functions.entry(name).or_default().merge(located);
         self
     }
@@ -304,6 +306,7 @@ impl RuntimeBuilder {
             }),
         })
     }
+
     /// Builds the runtime and makes it the process's: every cache built afterwards without
     /// an explicit runtime uses it. Fails if one was installed already, or if a cache was
     /// built before (it took the environment's settings then); install at startup.
