@@ -42,11 +42,8 @@ pub(crate) fn env_name(name: &str) -> String {
 
 /// Why two function names cannot both be configured.
 pub(crate) fn collision(one: &str, other: &str) -> String {
-    format!(
-        "the functions `{one}` and `{other}` are both `{}` in environment variables, so `{FUNCTION}{}_*` could mean either; rename one",
-        env_name(one),
-        env_name(one),
-    )
+    let both = env_name(one);
+    format!("the functions `{one}` and `{other}` are both `{both}` in environment variables, so `{FUNCTION}{both}_*` could mean either; rename one")
 }
 
 /// Applies the variables among `vars` that are stampede's: the file first, then the rest
