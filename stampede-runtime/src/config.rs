@@ -502,12 +502,12 @@ impl Runtime {
             .map(|name| name.to_string())
             .collect();
         unclaimed.sort();
-        let variables = self.shared.env_functions.keys();
-        unclaimed.extend(
-            variables
-                .filter(|env_name| !claimed.contains_key(*env_name))
-                .map(|env_name| format!("{}{env_name}_*", env::FUNCTION)),
-        );
+        let mut variables: Vec<String> = (self.shared.env_functions.keys())
+            .filter(|env_name| !claimed.contains_key(*env_name))
+            .map(|env_name| format!("{}{env_name}_*", env::FUNCTION))
+            .collect();
+        variables.sort();
+        unclaimed.extend(variables);
         for entry in &unclaimed {
             tracing::warn!(target: "stampede", function = %entry, "no cache claims these overrides; is the name misspelt?");
         }
@@ -700,17 +700,29 @@ mod tests {
             Runtime::builder()
                 .function("user-profile", Overrides::new().enabled(false))
                 .function("user-proflie", Overrides::new().enabled(false)),
-            [("STAMPEDE_FUNCTION_ORDERS_FRESH".into(), "1s".into())],
+            [
+                ("STAMPEDE_FUNCTION_ORDERS_FRESH".into(), "1s".into()),
+                ("STAMPEDE_FUNCTION_CARTS_FRESH".into(), "1s".into()),
+                ("STAMPEDE_FUNCTION_BASKETS_FRESH".into(), "1s".into()),
+            ],
         )
         .unwrap()
         .build()
         .unwrap();
         assert_eq!(
             runtime.unclaimed_functions(),
-            ["user-profile", "user-proflie", "STAMPEDE_FUNCTION_ORDERS_*"]
+            [
+                "user-profile",
+                "user-proflie",
+                "STAMPEDE_FUNCTION_BASKETS_*",
+                "STAMPEDE_FUNCTION_CARTS_*",
+                "STAMPEDE_FUNCTION_ORDERS_*"
+            ]
         );
         runtime.bind(policy("user-profile"));
         runtime.bind(policy("orders"));
+        runtime.bind(policy("carts"));
+        runtime.bind(policy("baskets"));
         assert_eq!(runtime.unclaimed_functions(), ["user-proflie"]);
     }
 
