@@ -1,13 +1,26 @@
 //! `#[cached]` on real functions: every option honoured at run time, counted in origin
-//! calls.
+//! calls. Every cache here reads Tokio's clock (installed with the runtime), so the tests
+//! about time windows run on the paused clock and assert exact outcomes.
 mod common;
 
 use common::{bounded, eventually};
 use serde::{Deserialize, Serialize};
-use stampede::{cached, LeaderMode};
+use stampede::{cached, Clock, LeaderMode, Runtime};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::Duration;
+
+/// Installs the process's runtime with Tokio's clock. Every test calls it first: a cached
+/// function's cache is built on its first call, with the runtime installed by then.
+fn tokio_clock() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        Runtime::builder()
+            .clock(Clock::tokio())
+            .install()
+            .expect("the first install in this binary");
+    });
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TenantId(String);
@@ -63,6 +76,7 @@ async fn load_profile(tenant: TenantId, id: u64, db: &Db) -> Result<Profile, App
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_borrowed_pool_and_a_tenant_key_coalesce_to_one_query() {
+    tokio_clock();
     let db = Arc::new(Db::default());
     let tenant = TenantId("acme".into());
     let calls: Vec<_> = (0..100)
@@ -99,8 +113,9 @@ async fn square(n: u64) -> u64 {
     n * n
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fresh_values_are_served_until_they_expire() {
+    tokio_clock();
     assert_eq!(SQUARE.leader_mode(), LeaderMode::Detached);
     assert_eq!(square(12).await, 144);
     assert_eq!(square(12).await, 144);
@@ -121,8 +136,9 @@ async fn stale_counter(key: u32) -> Result<usize, stampede::Error> {
     Ok(n)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_stale_window_serves_the_old_value_while_one_refresh_runs() {
+    tokio_clock();
     assert_eq!(stale_counter(1).await, Ok(1));
     tokio::time::sleep(Duration::from_millis(200)).await; // stale now
     let calls: Vec<_> = (0..50).map(|_| tokio::spawn(stale_counter(1))).collect();
@@ -156,6 +172,7 @@ async fn early(key: u32) -> Result<usize, stampede::Error> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xfetch_refreshes_a_fresh_value_early_once() {
+    tokio_clock();
     assert_eq!(early(1).await, Ok(1));
     let calls: Vec<_> = (0..20).map(|_| tokio::spawn(early(1))).collect();
     for call in calls {
@@ -183,8 +200,9 @@ async fn slow(key: u32) -> Result<u32, AppError> {
     Ok(key)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_caller_past_its_deadline_gets_timeout_and_the_load_still_lands() {
+    tokio_clock();
     let got = slow(5).await;
     assert!(
         matches!(got, Err(AppError::Cache(stampede::Error::Timeout { .. }))),
@@ -206,6 +224,7 @@ async fn uncoalesced(key: u32) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coalesce_false_lets_every_concurrent_miss_call_the_origin() {
+    tokio_clock();
     let calls: Vec<_> = (0..10).map(|_| tokio::spawn(uncoalesced(3))).collect();
     for call in calls {
         assert_eq!(bounded(call).await.unwrap(), 3);
@@ -224,8 +243,9 @@ async fn flaky(key: u32) -> Result<usize, AppError> {
     Ok(n)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stale_if_error_answers_a_failing_origin_with_the_last_value() {
+    tokio_clock();
     assert_eq!(flaky(1).await, Ok(1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(flaky(1).await, Ok(1), "origin failed; last value served");
@@ -273,6 +293,7 @@ impl Archive {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_method_coalesces_and_keeps_its_own_cache() {
+    tokio_clock();
     let directory = Arc::new(Directory { db: Db::default() });
     let calls: Vec<_> = (0..50)
         .map(|_| {
@@ -322,6 +343,7 @@ async fn configured(id: u64, verbose: bool) -> Result<u64, AppError> {
 
 #[test]
 fn every_option_reaches_the_policy() {
+    tokio_clock();
     let cache = CONFIGURED.cache();
     let policy = cache.policy();
     assert_eq!(policy.name().as_ref(), "user-profile");
@@ -352,8 +374,9 @@ async fn mapped(key: u32) -> Result<u32, Opaque> {
     Ok(key)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn map_error_turns_framework_failures_into_the_functions_error() {
+    tokio_clock();
     let got = mapped(1).await.unwrap_err();
     assert!(got.0.contains("deadline of 20ms"), "{got:?}");
 }
@@ -383,6 +406,7 @@ async fn greeting(name: &str) -> String {
 
 #[tokio::test]
 async fn keys_from_expressions_and_borrowed_strings() {
+    tokio_clock();
     assert_eq!(session(4).await, Session { user: 4 });
     assert_eq!(by_expression(TenantId("acme".into()), 2).await, "acme/2");
     by_expression(TenantId("acme".into()), 2).await;
@@ -407,6 +431,7 @@ async fn report(id: u64) -> Result<u64, AppError> {
 
 #[tokio::test]
 async fn nineteen_callers_dropped_the_last_gets_the_value_from_one_call() {
+    tokio_clock();
     let calls: Vec<_> = (0..20).map(|_| tokio::spawn(report(21))).collect();
     tokio::task::yield_now().await;
     let mut calls = calls.into_iter();
@@ -428,6 +453,7 @@ async fn boom(id: u64) -> u64 {
 
 #[tokio::test]
 async fn a_panicking_plain_origin_panics_its_callers_and_the_next_call_succeeds() {
+    tokio_clock();
     let first = tokio::spawn(boom(9)).await;
     assert!(first.unwrap_err().is_panic());
     assert_eq!(BOOM.stats().in_flight, 0);
@@ -443,6 +469,7 @@ async fn labelled<L: std::fmt::Display + Send>(id: u64, label: L) -> u64 {
 
 #[tokio::test]
 async fn a_generic_function_keeps_one_cache() {
+    tokio_clock();
     assert_eq!(labelled(1, "a").await, 2);
     assert_eq!(labelled(1, 5u8).await, 2);
     assert_eq!(LABELLED.stats().origin_calls, 1);

@@ -51,49 +51,49 @@ const BAD_FILES: &[Bad] = &[
         text: "[functions.f]\nstale = \"30\"\n",
         line: 2,
         key: Some("functions.f.stale"),
-        says: "`30` is not a duration: the unit is missing",
+        says: "`30` is not a duration: the unit is missing (as in \"30s\"); write whole numbers with a unit",
     },
     Bad {
         name: "duration-as-number",
         text: "[functions.f]\n\ntimeout = 30\n",
         line: 3,
         key: Some("functions.f.timeout"),
-        says: "invalid type: integer `30`, expected a duration string like \"500ms\"",
+        says: "invalid type: integer `30`, expected a duration string like \"500ms\", \"30s\" or \"1m 30s\"",
     },
     Bad {
         name: "zero-fresh",
         text: "[functions.f]\nfresh = \"0s\"\n",
         line: 2,
         key: Some("functions.f.fresh"),
-        says: "must be greater than zero",
+        says: "fresh must be greater than zero",
     },
     Bad {
         name: "jitter-out-of-range",
         text: "[functions.f]\nfresh = \"1s\"\njitter = 0.9\n",
         line: 3,
         key: Some("functions.f.jitter"),
-        says: "0.9 is out of range: jitter is a fraction from 0.0 to 0.5",
+        says: "jitter must be a fraction of fresh from 0.0 to 0.5 (0.15 means ±15 %), not 0.9",
     },
     Bad {
         name: "limit-out-of-range",
         text: "[admission.db]\nlimit = 0\n",
         line: 2,
         key: Some("admission.db.limit"),
-        says: "0 is out of range: a limit is a whole number from 1 to 1000000",
+        says: "limit must be at least 1",
     },
     Bad {
         name: "negative-capacity",
         text: "[functions.f]\ncapacity = -5\n",
         line: 2,
         key: Some("functions.f.capacity"),
-        says: "-5 is out of range: a capacity is a whole number of entries, at least 1",
+        says: "-5 is below zero; write a whole number of at least 1",
     },
     Bad {
         name: "zero-beta",
         text: "[functions.f]\nxfetch_beta = 0.0\n",
         line: 2,
         key: Some("functions.f.xfetch_beta"),
-        says: "0 is out of range: xfetch_beta is a finite number above zero",
+        says: "xfetch_beta must be a finite number above zero (1.0 is the usual choice), not 0",
     },
     Bad {
         name: "enabled-not-a-boolean",
@@ -107,21 +107,21 @@ const BAD_FILES: &[Bad] = &[
         text: "# caches\n[backend]\nkind = \"memcached\"\n",
         line: 3,
         key: Some("backend.kind"),
-        says: "unknown backend kind `memcached`, expected \"memory\"",
+        says: "unknown variant `memcached`, expected one of `memory`, `redis`, `tiered`",
     },
     Bad {
         name: "redis-backend",
         text: "[backend]\nkind = \"redis\"\n",
         line: 2,
         key: Some("backend.kind"),
-        says: "backend kind `redis` arrives with the shared-store backend",
+        says: "backend kind `redis` arrives with the shared-store backend; it is not available in this version",
     },
     Bad {
         name: "tiered-backend",
         text: "[backend]\nkind = \"tiered\"\n",
         line: 2,
         key: Some("backend.kind"),
-        says: "backend kind `tiered` arrives with the shared-store backend",
+        says: "backend kind `tiered` arrives with the shared-store backend; it is not available in this version",
     },
     Bad {
         name: "undefined-admission",
@@ -135,7 +135,56 @@ const BAD_FILES: &[Bad] = &[
         text: "[admission.db]\nqueue_timeout = \"1s\"\n",
         line: 1,
         key: Some("admission.db"),
-        says: "missing field `limit`",
+        says: "admission `db` has no `limit`",
+    },
+    Bad {
+        name: "capacity-too-large",
+        text: "[functions.f]\ncapacity = 5_000_000_000\n",
+        line: 2,
+        key: Some("functions.f.capacity"),
+        says: "capacity must be at most 1000000000",
+    },
+    Bad {
+        name: "zero-lease",
+        text: "[functions.f]\nlease = \"0s\"\n",
+        line: 2,
+        key: Some("functions.f.lease"),
+        says: "lease must be greater than zero",
+    },
+    Bad {
+        name: "duration-with-a-fraction",
+        text: "[functions.f]\nstale = \"1.5s\"\n",
+        line: 2,
+        key: Some("functions.f.stale"),
+        says: "`1.5s` is not a duration: `.` is not a unit",
+    },
+    Bad {
+        name: "names-one-variable-cannot-tell-apart",
+        text: "[functions.\"user-profile\"]\nenabled = false\n[functions.user_profile]\nenabled = true\n",
+        line: 3,
+        key: Some("functions.user_profile"),
+        says: "the functions `user-profile` and `user_profile` are both `USER_PROFILE` in environment variables",
+    },
+    Bad {
+        name: "redis-url",
+        text: "[backend]\nprefix = \"shop\"\nurl = \"redis://127.0.0.1:6379\"\n",
+        line: 3,
+        key: Some("backend.url"),
+        says: "a Redis `url` arrives with the shared-store backend; it is not available in this version",
+    },
+    Bad {
+        name: "zero-response-timeout",
+        text: "[backend]\nresponse_timeout = \"0ms\"\n",
+        line: 2,
+        key: Some("backend.response_timeout"),
+        says: "response_timeout must be greater than zero",
+    },
+    Bad {
+        name: "unknown-backend-key",
+        text: "[backend]\nkind = \"memory\"\nprefx = \"shop\"\n",
+        line: 3,
+        key: Some("backend.prefx"),
+        says: "unknown field `prefx`, expected one of `kind`, `url`, `nodes`, `prefix`",
     },
     Bad {
         name: "not-toml",
@@ -227,5 +276,44 @@ async fn a_files_override_changes_the_cache_of_that_name() {
         two_loads_150ms_apart(&configured).await,
         (2, 100 * MS),
         "overridden: expired between the loads"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_files_durations_read_the_attributes_grammar() {
+    let file = ConfigFile::new(
+        "grammar",
+        "[functions.\"user-profile\"]\nfresh = \"1h 1m\"\nstale = \"1_500ms\"\n",
+    );
+    let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
+    let policy = Policy::builder("user-profile")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
+    assert_eq!(cache.policy().fresh(), Duration::from_secs(3_660));
+    assert_eq!(cache.policy().stale(), 1_500 * MS);
+}
+
+#[test]
+fn entries_no_cache_claims_are_listed_until_one_does() {
+    let file = ConfigFile::new(
+        "unclaimed",
+        "[functions.\"user-profile\"]\nfresh = \"1s\"\n[functions.\"user-proflie\"]\nfresh = \"1s\"\n",
+    );
+    let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
+    assert_eq!(
+        runtime.unclaimed_functions(),
+        ["user-profile", "user-proflie"]
+    );
+    let policy = Policy::builder("user-profile")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let _profiles: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
+    assert_eq!(
+        runtime.unclaimed_functions(),
+        ["user-proflie"],
+        "the typo is left"
     );
 }

@@ -192,6 +192,22 @@ fn a_bad_variable_fails_calls_naming_it() {
 }
 
 #[test]
+fn a_redis_url_in_the_environment_is_refused_until_a_shared_store_exists() {
+    let reports = run_child(
+        "child_reports_its_configuration_error",
+        &[
+            ("STAMPEDE_REDIS_URL", "redis://127.0.0.1:6379".into()),
+            ("STAMPEDE_REDIS_PREFIX", "shop".into()),
+        ],
+    );
+    assert_eq!(
+        reports[0],
+        "global=environment variable `STAMPEDE_REDIS_URL`: a Redis `url` arrives with the shared-store backend; it is not available in this version (only the \"memory\" kind is)"
+    );
+    assert_eq!(reports[1], "origin_calls=0");
+}
+
+#[test]
 #[ignore = "a child process of the tests in this file"]
 fn child_installs_then_builds() {
     let installed = Runtime::builder()

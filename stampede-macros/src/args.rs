@@ -2,6 +2,7 @@
 //! model, every mistake collected rather than stopping at the first.
 use crate::check::Ctxt;
 use proc_macro2::{Span, TokenStream};
+use stampede_settings as settings;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token, Type};
@@ -116,7 +117,26 @@ impl Args {
         for option in options {
             args.interpret(option, cx);
         }
+        args.check_horizon(cx);
         args
+    }
+
+    /// The deadlines the runtime derives must fit, as its policy builder checks too.
+    fn check_horizon(&self, cx: &mut Ctxt) {
+        let Some(fresh) = &self.fresh else { return };
+        let millis = |d: &Option<Set<Millis>>| {
+            std::time::Duration::from_millis(d.as_ref().map_or(0, |d| d.value.millis))
+        };
+        let jitter = self.jitter.as_ref().map_or(0.0, |j| j.value);
+        let fits = settings::horizon(
+            std::time::Duration::from_millis(fresh.value.millis),
+            jitter,
+            millis(&self.stale),
+            millis(&self.stale_if_error),
+        );
+        if let Err(message) = fits {
+            cx.error_at(fresh.value.span, message);
+        }
     }
 
     fn interpret(&mut self, option: RawOption, cx: &mut Ctxt) {
@@ -164,7 +184,11 @@ impl Args {
             "version" => set!(version, integer::<u32>(&name, value, cx, "version = 2")),
             "capacity" => set!(
                 capacity,
-                integer::<u64>(&name, value, cx, "capacity = 10_000")
+                integer::<u64>(&name, value, cx, "capacity = 10_000").filter(|&capacity| {
+                    // Zero is the checker's (`capacity` must be at least 1); the ceiling is here.
+                    let at_most = settings::capacity("`capacity`", capacity.max(1));
+                    at_most.map_err(|message| cx.error(&name, message)).is_ok()
+                })
             ),
             "local" => set!(
                 local,
@@ -242,7 +266,7 @@ fn duration(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Millis> {
             return None;
         }
     };
-    match parse_duration(&text.value()) {
+    match parse_duration(&name.to_string(), &text.value()) {
         Ok(millis) => Some(Millis {
             millis,
             span: text.span(),
@@ -254,56 +278,12 @@ fn duration(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Millis> {
     }
 }
 
-/// `"1m30s"` into milliseconds. Units: ms, s, m, h, d; groups may repeat.
-pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
-    const HINT: &str = "write a number and a unit (ms, s, m, h or d), or a sum such as \"1m30s\"";
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(format!("empty duration: {HINT}"));
-    }
-    let mut rest = trimmed;
-    let mut total: u64 = 0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '_')
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("`{text}` is not a duration: {HINT}"));
-        }
-        let number: u64 = rest[..digits]
-            .replace('_', "")
-            .parse()
-            .map_err(|_| format!("`{text}` is too large for a duration"))?;
-        rest = rest[digits..].trim_start();
-        let unit_len = rest
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        let scale: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" if trimmed.chars().all(|c| c.is_ascii_digit() || c == '_') => {
-                return Err(format!(
-                    "`{text}` needs a unit: ms, s, m, h or d (for example \"{number}s\")"
-                ))
-            }
-            "" => return Err(format!("`{text}` is not a duration: {HINT}")),
-            other => {
-                return Err(format!(
-                    "unknown unit `{other}` in `{text}`: use ms, s, m, h or d"
-                ))
-            }
-        };
-        total = number
-            .checked_mul(scale)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or_else(|| format!("`{text}` is too large for a duration"))?;
-        rest = rest[unit_len..].trim_start();
-    }
-    Ok(total)
+/// `"1m30s"` into milliseconds, by the grammar the runtime's file and environment read,
+/// within the longest deadline a policy may derive.
+pub(crate) fn parse_duration(name: &str, text: &str) -> Result<u64, String> {
+    let duration = settings::parse_duration(text)?;
+    let duration = settings::within_horizon(&format!("`{name}`"), duration)?;
+    Ok(duration.as_millis() as u64)
 }
 
 fn boolean(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<bool> {
@@ -350,11 +330,10 @@ fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
             continue;
         }
         match literal(&option.value).and_then(number) {
-            Some((b, _)) if b.is_finite() && b > 0.0 => beta = Some(b),
-            Some((_, span)) => cx.error_at(
-                span,
-                "`beta` must be a number greater than zero (1.0 is the usual choice)",
-            ),
+            Some((b, span)) => match settings::xfetch_beta("`beta`", b) {
+                Ok(b) => beta = Some(b),
+                Err(message) => cx.error_at(span, message),
+            },
             None => cx.error(&option.name, "write `beta = 1.0`"),
         }
     }
@@ -363,14 +342,9 @@ fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
 
 fn jitter(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
     match literal(&value).and_then(number) {
-        Some((j, _)) if (0.0..=0.5).contains(&j) => Some(j),
-        Some((_, span)) => {
-            cx.error_at(
-                span,
-                "`jitter` is a fraction of `fresh` within 0.0..=0.5 (0.15 means ±15 %)",
-            );
-            None
-        }
+        Some((j, span)) => settings::jitter("`jitter`", j)
+            .map_err(|message| cx.error_at(span, message))
+            .ok(),
         None => {
             cx.error(name, "write `jitter = 0.15`, a fraction within 0.0..=0.5");
             None
@@ -458,30 +432,29 @@ mod tests {
     use super::parse_duration;
 
     #[test]
-    fn durations_take_units_and_sums() {
-        assert_eq!(parse_duration("250ms"), Ok(250));
-        assert_eq!(parse_duration("60s"), Ok(60_000));
-        assert_eq!(parse_duration("1m30s"), Ok(90_000));
-        assert_eq!(parse_duration("1h 1m"), Ok(3_660_000));
-        assert_eq!(parse_duration("2d"), Ok(172_800_000));
-        assert_eq!(parse_duration("1_000ms"), Ok(1_000));
+    fn durations_read_the_shared_grammar_in_milliseconds() {
+        assert_eq!(parse_duration("fresh", "250ms"), Ok(250));
+        assert_eq!(parse_duration("fresh", "1m30s"), Ok(90_000));
+        assert_eq!(parse_duration("fresh", "1h 1m"), Ok(3_660_000));
+        assert_eq!(parse_duration("fresh", "1_000ms"), Ok(1_000));
+        assert_eq!(
+            parse_duration("stale", "36501d"),
+            Err("`stale` must be at most 36500d".to_owned())
+        );
     }
 
     #[test]
-    fn bad_durations_say_what_is_wrong() {
-        assert!(parse_duration("60").unwrap_err().contains("needs a unit"));
-        assert!(parse_duration("60sec")
-            .unwrap_err()
-            .contains("unknown unit `sec`"));
-        assert!(parse_duration("soon")
-            .unwrap_err()
-            .contains("is not a duration"));
-        assert!(parse_duration("").unwrap_err().contains("empty duration"));
-        assert!(parse_duration("99999999999999999999d")
-            .unwrap_err()
-            .contains("too large"));
-        assert!(parse_duration("9999999999999999d")
-            .unwrap_err()
-            .contains("too large"));
+    fn the_attribute_reads_the_one_duration_grammar() {
+        use stampede_settings::examples::{DURATIONS, NOT_DURATIONS};
+        for &(text, millis) in DURATIONS {
+            assert_eq!(parse_duration("stale", text), Ok(millis), "{text}");
+        }
+        for &(text, why) in NOT_DURATIONS {
+            let message = parse_duration("stale", text).unwrap_err();
+            assert!(
+                message.starts_with(&format!("`{text}` is not a duration: {why}")),
+                "{text}: {message}"
+            );
+        }
     }
 }

@@ -14,7 +14,11 @@ use std::time::Duration;
 /// every read falls back to the precise clock.
 ///
 /// [`Clock::tokio`] follows Tokio's clock, so tests that pause and advance Tokio time
-/// control freshness exactly.
+/// control freshness exactly. Set it for one cache ([`CacheBuilder::clock`]), or for every
+/// cache of a runtime, `#[cached]` functions included ([`RuntimeBuilder::clock`]).
+///
+/// [`CacheBuilder::clock`]: crate::CacheBuilder::clock
+/// [`RuntimeBuilder::clock`]: crate::RuntimeBuilder::clock
 ///
 /// ```
 /// use std::time::Duration;

@@ -3,23 +3,64 @@
 //!
 //! A runtime is built in code ([`Runtime::builder`]), from a TOML file
 //! ([`RuntimeBuilder::file`], or the one `STAMPEDE_CONFIG` names) and from `STAMPEDE_*`
-//! variables ([`RuntimeBuilder::env`]), in that order, later ones winning. One runtime is
-//! the process's ([`RuntimeBuilder::install`]); a cache built without an explicit runtime
-//! uses it, and when nothing was installed the first such cache reads the environment.
-mod duration;
+//! variables ([`RuntimeBuilder::env`]), in that order, later ones winning. All three fill
+//! the same serde models ([`Overrides`], the backend and admission tables), and
+//! [`RuntimeBuilder::build`] checks them in one place, naming where each setting came
+//! from. One runtime is the process's ([`RuntimeBuilder::install`]); a cache built without
+//! an explicit runtime uses it, and when nothing was installed the first such cache reads
+//! the environment.
+/// Declares a table of settings: the serde model, one optional field per key (what one
+/// source sets; unknown keys refused), and how sources layer over each other.
+macro_rules! table {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident {$(
+            $(#[doc = $doc:literal])*
+            $(#[serde($($serde:tt)*)])?
+            $field:ident: $ty:ty,
+        )*}
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        $vis struct $name {$(
+            $(#[doc = $doc])*
+            #[serde(default $(, $($serde)*)?)]
+            pub(crate) $field: Option<$ty>,
+        )*}
+
+        impl $crate::config::Layer for $name {
+            const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            fn set_keys(&self) -> Vec<&'static str> {
+                let set = [$(self.$field.is_some()),*];
+                Self::KEYS.iter().zip(set).filter_map(|(key, set)| set.then_some(*key)).collect()
+            }
+
+            fn merge(&mut self, later: &Self) {
+                $(if later.$field.is_some() { self.$field.clone_from(&later.$field); })*
+            }
+        }
+    };
+}
+
+mod backend;
 mod env;
 mod error;
 mod file;
 mod overrides;
-mod range;
+mod values;
 
+pub use backend::Backend;
 pub use error::ConfigError;
 pub use overrides::Overrides;
 
 use crate::admission::{Admission, Gate};
+use crate::clock::Clock;
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::stats::{Observed, Stats};
+use backend::{BackendLayer, BackendSettings, Kind};
 use error::At;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -30,61 +71,66 @@ use std::time::Duration;
 /// How long a load queues for an admission permit before it is shed, unless configured.
 pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Where values are stored. Only the embedded memory store exists yet; the file's
-/// `"redis"` and `"tiered"` kinds are refused with a message saying so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// moka in this process, typed values, no serialization.
-    #[default]
-    Memory,
+/// A table of settings each source may set part of; later sources win key by key.
+pub(crate) trait Layer: Default {
+    /// Every key, as the file writes it.
+    const KEYS: &'static [&'static str];
+    /// The keys this sets.
+    fn set_keys(&self) -> Vec<&'static str>;
+    /// Takes every setting `later` sets.
+    fn merge(&mut self, later: &Self);
 }
 
-impl Backend {
-    fn from_kind(kind: &str) -> Result<Backend, String> {
-        match kind {
-            "memory" => Ok(Backend::Memory),
-            "redis" | "tiered" => Err(format!(
-                "backend kind `{kind}` arrives with the shared-store backend; only \"memory\" is available in this version"
-            )),
-            other => Err(format!(
-                "unknown backend kind `{other}`, expected \"memory\" (\"redis\" and \"tiered\" arrive with the shared-store backend)"
-            )),
-        }
+table! {
+    /// `[admission.<name>]`: one origin semaphore.
+    pub(crate) struct AdmissionLayer {
+        /// Origin calls at once, `1..=1_000_000`; required.
+        #[serde(deserialize_with = "values::count")]
+        limit: u64,
+        /// How long a load queues for a permit before it is shed (default 1s).
+        #[serde(deserialize_with = "values::duration")]
+        queue_timeout: Duration,
     }
 }
 
-#[derive(Debug, Clone)]
-struct AdmissionSpec {
-    limit: Option<usize>,
-    queue_timeout: Option<Duration>,
-    /// Where it was first defined, for a missing limit.
-    at: At,
-}
-
-impl AdmissionSpec {
-    fn new(at: At) -> Self {
-        AdmissionSpec {
-            limit: None,
-            queue_timeout: None,
-            at,
-        }
-    }
-}
-
+/// One table's settings and where each was last set, so a refusal names the file and
+/// line, the variable or the builder call.
 #[derive(Debug, Clone, Default)]
-struct FunctionEntry {
-    overrides: Overrides,
-    /// Where the admission name was set, to point at it if nothing defines it.
-    admission_at: Option<At>,
+struct Located<T> {
+    value: T,
+    at: BTreeMap<&'static str, At>,
+    /// Where the table itself was first defined, for a setting it lacks.
+    table: Option<At>,
 }
 
-impl FunctionEntry {
-    fn merge(&mut self, later: FunctionEntry) {
-        self.overrides.merge(&later.overrides);
-        if later.admission_at.is_some() {
-            self.admission_at = later.admission_at;
+impl<T: Layer> Located<T> {
+    fn new(value: T, table: Option<At>, locate: impl Fn(&'static str) -> At) -> Self {
+        let at = value
+            .set_keys()
+            .into_iter()
+            .map(|k| (k, locate(k)))
+            .collect();
+        Located { value, at, table }
+    }
+
+    /// Set by a builder call, named by the table's dotted key.
+    fn in_code(value: T, table: String) -> Self {
+        let at = At::code(table.clone());
+        Located::new(value, Some(at), |key| At::code(format!("{table}.{key}")))
+    }
+
+    fn merge(&mut self, later: Located<T>) {
+        self.value.merge(&later.value);
+        self.at.extend(later.at);
+        if self.table.is_none() {
+            self.table = later.table;
         }
+    }
+
+    /// `why` the setting `key` is refused, where it was set.
+    fn refuse(&self, key: &str, why: impl Into<String>) -> ConfigError {
+        let at = self.at.get(key).or(self.table.as_ref());
+        ConfigError::new(at.cloned().unwrap_or_else(At::process), why)
     }
 }
 
@@ -102,17 +148,26 @@ impl FunctionEntry {
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct RuntimeBuilder {
-    backend: Backend,
-    admissions: BTreeMap<Arc<str>, AdmissionSpec>,
-    functions: BTreeMap<Arc<str>, FunctionEntry>,
+    backend: Located<BackendLayer>,
+    admissions: BTreeMap<Arc<str>, Located<AdmissionLayer>>,
+    functions: BTreeMap<Arc<str>, Located<Overrides>>,
     /// From `STAMPEDE_FUNCTION_*`, by the name as a variable writes it.
-    env_functions: BTreeMap<String, FunctionEntry>,
+    env_functions: BTreeMap<String, Located<Overrides>>,
+    clock: Option<Clock>,
 }
 
 impl RuntimeBuilder {
     /// Where values are stored (default [`Backend::Memory`]).
     pub fn backend(mut self, backend: Backend) -> Self {
-        self.backend = backend;
+        let kind = match backend {
+            Backend::Memory => Kind::Memory,
+        };
+        let layer = BackendLayer {
+            kind: Some(kind),
+            ..BackendLayer::default()
+        };
+        self.backend
+            .merge(Located::in_code(layer, "backend".to_owned()));
         self
     }
 
@@ -125,43 +180,41 @@ impl RuntimeBuilder {
         queue_timeout: Duration,
     ) -> Self {
         let name = name.into();
-        let at = At::code(format!("admission.{}", file::toml_key(&name)));
-        self.admissions.insert(
-            name,
-            AdmissionSpec {
-                limit: Some(limit),
-                queue_timeout: Some(queue_timeout),
-                at,
-            },
-        );
+        let layer = AdmissionLayer {
+            limit: Some(limit.try_into().unwrap_or(u64::MAX)),
+            queue_timeout: Some(queue_timeout),
+        };
+        let table = format!("admission.{}", file::toml_key(&name));
+        let located = Located::in_code(layer, table);
+        self.admissions.entry(name).or_default().merge(located);
         self
     }
 
     /// Overrides settings of the cache named `name` (merged over earlier overrides of it).
     pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
         let name = name.into();
-        let admission_at = overrides
-            .admission
-            .is_some()
-            .then(|| At::code(format!("functions.{}.admission", file::toml_key(&name))));
-        self.merge_function(name, overrides, admission_at);
+        let table = format!("functions.{}", file::toml_key(&name));
+        let located = Located::in_code(overrides, table);
+        self.functions.entry(name).or_default().merge(located);
         self
     }
 
-    /// Overrides of one function, over what earlier sources set for it.
-    fn merge_function(&mut self, name: Arc<str>, overrides: Overrides, admission_at: Option<At>) {
-        self.functions
-            .entry(name)
-            .or_default()
-            .merge(FunctionEntry {
-                overrides,
-                admission_at,
-            });
+    /// The clock every cache built with this runtime reads (default [`Clock::system`]),
+    /// `#[cached]` functions included when the runtime is installed. [`Clock::tokio`]
+    /// lets tests drive freshness with Tokio's paused clock.
+    ///
+    /// ```
+    /// use stampede_runtime::{Clock, Runtime};
+    /// let runtime = Runtime::builder().clock(Clock::tokio()).build().unwrap();
+    /// ```
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
     }
 
-    /// Reads the TOML file at `path` over what is set so far. Every key is checked: an
-    /// unknown key, a bad duration, an out-of-range number or an unknown backend kind is
-    /// an error naming the file, the key and the line.
+    /// Reads the TOML file at `path` over what is set so far. The file must parse and
+    /// every key must be known; ranges are checked by [`build`](Self::build), and every
+    /// error names the file, the line and the dotted key.
     pub fn file(self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         self.read_file(path.as_ref(), None)
     }
@@ -181,69 +234,56 @@ impl RuntimeBuilder {
             )
         })?;
         let settings = file::parse(path, &text)?;
-        if let Some(backend) = settings.backend {
-            self.backend = backend;
+        self.backend.merge(settings.backend);
+        for (name, admission) in settings.admissions {
+            self.admissions.entry(name).or_default().merge(admission);
         }
-        for (name, limit, queue_timeout) in settings.admissions {
-            let at = At::file(
-                path,
-                "",
-                None,
-                Some(format!("admission.{}", file::toml_key(&name))),
-            );
-            let spec = self
-                .admissions
-                .entry(name)
-                .or_insert_with(|| AdmissionSpec::new(at));
-            spec.limit = Some(limit);
-            spec.queue_timeout = queue_timeout.or(spec.queue_timeout);
-        }
-        for (name, overrides, admission_at) in settings.functions {
-            self.merge_function(name, overrides, admission_at);
+        for (name, overrides) in settings.functions {
+            self.functions.entry(name).or_default().merge(overrides);
         }
         Ok(self)
     }
 
-    /// Checks the settings together (limits in range, every admission a function names
-    /// defined) and builds the runtime.
+    /// Checks every setting (in range, every admission a function names defined, no two
+    /// function names that the environment cannot tell apart) and builds the runtime.
     pub fn build(self) -> Result<Runtime, ConfigError> {
+        let settings = self
+            .backend
+            .value
+            .resolve()
+            .map_err(|(key, why)| self.backend.refuse(key, why))?;
+        let backend = settings
+            .available()
+            .map_err(|(key, why)| self.backend.refuse(key, why))?;
         let mut admissions = HashMap::new();
         for (name, spec) in &self.admissions {
-            let limit = spec.limit.ok_or_else(|| {
-                ConfigError::new(
-                    spec.at.clone(),
-                    format!("admission `{name}` has no `limit`"),
-                )
-            })?;
-            if !(1..=range::MAX_LIMIT).contains(&limit) {
-                let mut at = spec.at.clone();
-                at.key = at.key.map(|k| format!("{k}.limit"));
-                let message = range::limit(limit.try_into().unwrap_or(i64::MAX)).unwrap_err();
-                return Err(ConfigError::new(at, message));
-            }
-            let queue_timeout = spec.queue_timeout.unwrap_or(DEFAULT_QUEUE_TIMEOUT);
-            admissions.insert(
-                name.clone(),
-                Arc::new(Admission::new(name.clone(), limit, queue_timeout)),
-            );
+            let Some(limit) = spec.value.limit else {
+                return Err(spec.refuse("", format!("admission `{name}` has no `limit`")));
+            };
+            let limit = stampede_settings::admission_limit("limit", limit)
+                .map_err(|why| spec.refuse("limit", why))?;
+            let queue_timeout = spec.value.queue_timeout.unwrap_or(DEFAULT_QUEUE_TIMEOUT);
+            stampede_settings::positive("queue_timeout", queue_timeout)
+                .map_err(|why| spec.refuse("queue_timeout", why))?;
+            let admission = Admission::new(name.clone(), limit as usize, queue_timeout);
+            admissions.insert(name.clone(), Arc::new(admission));
         }
-        let entries = self.functions.iter().map(|(n, e)| (n.to_string(), e));
-        let env_entries = self.env_functions.iter().map(|(n, e)| (n.clone(), e));
-        for (name, entry) in entries.chain(env_entries) {
-            // The same checks as a policy's, so a bad override fails here, not at a call.
-            let trial = entry
-                .overrides
-                .apply(Policy::builder(name.as_str()).fresh(Duration::from_secs(1)))
-                .build();
-            if let Err(error) = trial {
-                let at = At::code(format!("functions.{}", file::toml_key(&name)));
-                return Err(ConfigError::new(at, error.to_string()));
+        let mut by_env_name: BTreeMap<String, &Arc<str>> = BTreeMap::new();
+        for name in self.functions.keys() {
+            if let Some(other) = by_env_name.insert(env::env_name(name), name) {
+                return Err(self.functions[name].refuse("", env::collision(other, name)));
             }
-            if let Some(admission) = &entry.overrides.admission {
+        }
+        let functions = self.functions.values().chain(self.env_functions.values());
+        for entry in functions {
+            let overrides = &entry.value;
+            overrides
+                .check()
+                .map_err(|(key, why)| entry.refuse(key, why))?;
+            if let Some(admission) = overrides.admission.as_deref() {
                 if !admissions.contains_key(admission) {
-                    let at = entry.admission_at.clone().unwrap_or_else(At::process);
-                    return Err(ConfigError::new(
-                        at,
+                    return Err(entry.refuse(
+                        "admission",
                         format!("admission `{admission}` is not defined (add an `[admission.{}]` table with a `limit`)", file::toml_key(admission)),
                     ));
                 }
@@ -251,18 +291,17 @@ impl RuntimeBuilder {
         }
         Ok(Runtime {
             shared: Arc::new(Shared {
-                backend: self.backend,
+                backend,
+                settings,
                 admissions,
-                functions: self
-                    .functions
-                    .into_iter()
-                    .map(|(name, entry)| (name, entry.overrides))
+                functions: (self.functions.into_iter())
+                    .map(|(name, entry)| (name, entry.value))
                     .collect(),
-                env_functions: self
-                    .env_functions
-                    .into_iter()
-                    .map(|(name, entry)| (name, entry.overrides))
+                env_functions: (self.env_functions.into_iter())
+                    .map(|(name, entry)| (name, entry.value))
                     .collect(),
+                clock: self.clock.unwrap_or_default(),
+                claimed: Mutex::new(BTreeMap::new()),
                 caches: Mutex::new(Vec::new()),
             }),
         })
@@ -318,9 +357,15 @@ pub struct Runtime {
 
 struct Shared {
     backend: Backend,
+    /// Every backend setting, defaults filled in, for the backends that read them.
+    #[allow(dead_code)]
+    settings: BackendSettings,
     admissions: HashMap<Arc<str>, Arc<Admission>>,
     functions: HashMap<Arc<str>, Overrides>,
     env_functions: HashMap<String, Overrides>,
+    clock: Clock,
+    /// The names caches were built with, by their environment form.
+    claimed: Mutex<BTreeMap<String, Arc<str>>>,
     /// The caches built with this runtime, for [`Runtime::stats`] and metrics export.
     caches: Mutex<Vec<Weak<dyn Observed>>>,
 }
@@ -409,6 +454,66 @@ impl Runtime {
         self.shared.admissions.values()
     }
 
+    /// The clock caches built with this runtime read, unless their builder sets one.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// Records that a cache named `name` was built; the name that first claimed the same
+    /// environment form, if any.
+    fn claim(&self, env_name: String, name: &Arc<str>) -> Option<Arc<str>> {
+        let mut claimed = self
+            .shared
+            .claimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(
+            claimed
+                .entry(env_name)
+                .or_insert_with(|| name.clone())
+                .clone(),
+        )
+    }
+
+    /// The `[functions."…"]` entries (and `STAMPEDE_FUNCTION_<NAME>_*` variables) that no
+    /// cache built with this runtime has claimed so far, each logged at warn level: a
+    /// name there that no cache ever claims is most likely a typo. Call it once every
+    /// cache was built (after startup, or after a first call of each cached function).
+    ///
+    /// ```
+    /// use stampede_runtime::{Overrides, Runtime};
+    /// let runtime = Runtime::builder()
+    ///     .function("user-proflie", Overrides::new().enabled(false))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(runtime.unclaimed_functions(), ["user-proflie"]);
+    /// ```
+    pub fn unclaimed_functions(&self) -> Vec<String> {
+        let claimed = self
+            .shared
+            .claimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut unclaimed: Vec<String> = self
+            .shared
+            .functions
+            .keys()
+            .filter(|name| !claimed.values().any(|c| c == *name))
+            .map(|name| name.to_string())
+            .collect();
+        unclaimed.sort();
+        let mut variables: Vec<String> = (self.shared.env_functions.keys())
+            .filter(|env_name| !claimed.contains_key(*env_name))
+            .map(|env_name| format!("{}{env_name}_*", env::FUNCTION))
+            .collect();
+        variables.sort();
+        unclaimed.extend(variables);
+        for entry in &unclaimed {
+            tracing::warn!(target: "stampede", function = %entry, "no cache claims these overrides; is the name misspelt?");
+        }
+        unclaimed
+    }
+
     /// Remembers a cache for [`Runtime::stats`]; dropped caches are pruned here.
     pub(crate) fn register(&self, cache: Weak<dyn Observed>) {
         let mut caches = self
@@ -431,7 +536,17 @@ impl Runtime {
             .get(&name)
             .cloned()
             .unwrap_or_default();
-        if let Some(from_env) = self.shared.env_functions.get(&env::env_name(&name)) {
+        let env_name = env::env_name(&name);
+        let from_env = self.shared.env_functions.get(&env_name);
+        let claimed_by = self.claim(env_name, &name);
+        if let Some(from_env) = from_env {
+            if let Some(other) = claimed_by.filter(|other| *other != name) {
+                // Which of the two the variables meant cannot be told: neither gets them.
+                let at = At::env(&format!("{}{}_*", env::FUNCTION, env::env_name(&name)));
+                let error = ConfigError::new(at, env::collision(&other, &name));
+                tracing::error!(target: "stampede", %error);
+                return (policy, Gate::Closed(Error::Config { cache: name, error }));
+            }
             overrides.merge(from_env);
         }
         let policy = if overrides.is_empty() {
@@ -540,8 +655,120 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             jitter.to_string(),
-            "runtime builder: `functions.f`: policy `f`: `jitter` must be within 0.0..=0.5"
+            "runtime builder: `functions.f.jitter`: jitter must be a fraction of fresh from 0.0 to 0.5 (0.15 means ±15 %), not 0.7"
         );
+    }
+
+    #[test]
+    fn names_the_environment_cannot_tell_apart_are_refused_naming_both() {
+        let error = Runtime::builder()
+            .function("user-profile", Overrides::new().enabled(false))
+            .function("user_profile", Overrides::new().enabled(true))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            error.message(),
+            "the functions `user-profile` and `user_profile` are both `USER_PROFILE` in environment variables, so `STAMPEDE_FUNCTION_USER_PROFILE_*` could mean either; rename one"
+        );
+    }
+
+    #[test]
+    fn two_caches_one_environment_form_get_neither_variable() {
+        let builder = env::apply(
+            Runtime::builder(),
+            [(
+                "STAMPEDE_FUNCTION_USER_PROFILE_ENABLED".into(),
+                "false".into(),
+            )],
+        );
+        let runtime = builder.unwrap().build().unwrap();
+        let (first, gate) = runtime.bind(policy("user-profile"));
+        assert!(!first.enabled(), "the first claims the variables");
+        assert!(matches!(gate, Gate::Open));
+        let (_, gate) = runtime.bind(policy("user.profile"));
+        let Gate::Closed(Error::Config { error, .. }) = gate else {
+            panic!("an ambiguous variable was applied")
+        };
+        assert!(error
+            .message()
+            .contains("`user-profile` and `user.profile`"));
+    }
+
+    #[test]
+    fn overrides_no_cache_claims_are_listed() {
+        let runtime = env::apply(
+            Runtime::builder()
+                .function("user-profile", Overrides::new().enabled(false))
+                .function("user-proflie", Overrides::new().enabled(false)),
+            [
+                ("STAMPEDE_FUNCTION_ORDERS_FRESH".into(), "1s".into()),
+                ("STAMPEDE_FUNCTION_CARTS_FRESH".into(), "1s".into()),
+                ("STAMPEDE_FUNCTION_BASKETS_FRESH".into(), "1s".into()),
+            ],
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        assert_eq!(
+            runtime.unclaimed_functions(),
+            [
+                "user-profile",
+                "user-proflie",
+                "STAMPEDE_FUNCTION_BASKETS_*",
+                "STAMPEDE_FUNCTION_CARTS_*",
+                "STAMPEDE_FUNCTION_ORDERS_*"
+            ]
+        );
+        runtime.bind(policy("user-profile"));
+        runtime.bind(policy("orders"));
+        runtime.bind(policy("carts"));
+        runtime.bind(policy("baskets"));
+        assert_eq!(runtime.unclaimed_functions(), ["user-proflie"]);
+    }
+
+    #[test]
+    fn a_runtime_clock_reaches_its_caches() {
+        let runtime = Runtime::builder().clock(Clock::tokio()).build().unwrap();
+        assert!(matches!(runtime.clock(), c if format!("{c:?}").contains("Tokio")));
+        assert!(format!("{:?}", Runtime::builder().build().unwrap().clock()).contains("System"));
+    }
+
+    /// The file and the environment read the attribute's grammar: the shared examples,
+    /// through both.
+    #[test]
+    fn the_file_and_the_environment_read_the_one_duration_grammar() {
+        use stampede_settings::examples::{DURATIONS, NOT_DURATIONS};
+        let path = Path::new("stampede.toml");
+        let from_file = |text: &str| {
+            let settings = file::parse(path, &format!("[functions.f]\nstale = {text:?}\n"))?;
+            let mut builder = Runtime::builder();
+            for (name, overrides) in settings.functions {
+                builder = builder.function(name, overrides.value);
+            }
+            Ok::<_, ConfigError>(builder.functions[&Arc::from("f")].value.stale)
+        };
+        let from_env = |text: &str| {
+            let variables = [("STAMPEDE_FUNCTION_F_STALE".into(), text.into())];
+            let builder = env::apply(Runtime::builder(), variables)?;
+            Ok::<_, ConfigError>(builder.env_functions["F"].value.stale)
+        };
+        for &(text, millis) in DURATIONS {
+            let expected = Some(Duration::from_millis(millis));
+            assert_eq!(from_file(text), Ok(expected), "file: {text}");
+            assert_eq!(from_env(text), Ok(expected), "environment: {text}");
+        }
+        for &(text, why) in NOT_DURATIONS {
+            let refusal = format!("`{text}` is not a duration: {why}");
+            let in_file = from_file(text).unwrap_err();
+            assert_eq!(
+                (in_file.line(), in_file.key()),
+                (Some(2), Some("functions.f.stale"))
+            );
+            assert!(in_file.message().starts_with(&refusal), "{in_file}");
+            let in_env = from_env(text).unwrap_err();
+            assert_eq!(in_env.key(), Some("STAMPEDE_FUNCTION_F_STALE"));
+            assert!(in_env.message().starts_with(&refusal), "{in_env}");
+        }
     }
 
     #[test]

@@ -65,7 +65,8 @@ pub struct Cache<K, V, E = Error> {
 #[must_use]
 pub struct CacheBuilder<K, V, E> {
     policy: Policy,
-    clock: Clock,
+    /// Unset: the runtime's clock.
+    clock: Option<Clock>,
     map_error: fn(Error) -> E,
     runtime: Option<Runtime>,
     /// The callers cannot receive an error (functions returning a plain value).
@@ -83,7 +84,7 @@ where
     pub fn new(policy: Policy, map_error: fn(Error) -> E) -> Self {
         CacheBuilder {
             policy,
-            clock: Clock::default(),
+            clock: None,
             map_error,
             runtime: None,
             infallible: false,
@@ -91,9 +92,10 @@ where
         }
     }
 
-    /// Where the cache reads the time (default [`Clock::system`]).
+    /// Where the cache reads the time (default: its runtime's, see
+    /// [`RuntimeBuilder::clock`](crate::RuntimeBuilder::clock)).
     pub fn clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
+        self.clock = Some(clock);
         self
     }
 
@@ -119,6 +121,11 @@ where
     pub fn build(self) -> Cache<K, V, E> {
         let runtime = self.runtime.map_or_else(Runtime::global, Ok);
         let compiled = self.policy.clone();
+        let clock = match (self.clock, &runtime) {
+            (Some(clock), _) => clock,
+            (None, Ok(runtime)) => runtime.clock().clone(),
+            (None, Err(_)) => Clock::default(),
+        };
         let (policy, gate) = match &runtime {
             Ok(runtime) => runtime.bind(self.policy),
             Err(error) => {
@@ -147,7 +154,7 @@ where
             store: MemoryStore::new(&policy),
             policy,
             gate,
-            clock: self.clock,
+            clock,
             flights: Arc::new(Flights::new()),
             counters: Counters::default(),
             generation: AtomicU64::new(0),

@@ -1,5 +1,6 @@
 //! Per-function settings: how long a value is fresh, how long it may be served stale, and
 //! how loads of it are guarded.
+use stampede_settings as settings;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,46 +216,54 @@ impl PolicyBuilder {
         self
     }
 
-    /// Checks the settings and returns the policy.
+    /// Checks the settings and returns the policy. The ranges are the ones the attribute,
+    /// the file and the environment check too; every deadline the policy derives
+    /// (`fresh × (1 + jitter)` plus the longer of `stale` and `stale_if_error`) must stay
+    /// within a century.
     ///
     /// ```
     /// use stampede_runtime::Policy;
     /// let err = Policy::builder("x").build().unwrap_err();
-    /// assert_eq!(err.to_string(), "policy `x`: `fresh` must be greater than zero");
+    /// assert_eq!(err.to_string(), "policy `x`: fresh must be greater than zero");
     /// ```
     pub fn build(self) -> Result<Policy, PolicyError> {
         let p = self.policy;
-        let fail = |what: &str| Err(PolicyError::new(&p.name, what));
         if p.name.is_empty() {
             return Err(PolicyError::new("", "the name must not be empty"));
         }
-        if p.fresh.is_zero() {
-            return fail("`fresh` must be greater than zero");
-        }
-        if !(0.0..=0.5).contains(&p.jitter) {
-            return fail("`jitter` must be within 0.0..=0.5");
-        }
-        if let Some(beta) = p.xfetch_beta {
-            if !(beta.is_finite() && beta > 0.0) {
-                return fail("xfetch `beta` must be a finite number greater than zero");
-            }
-        }
-        if p.timeout.is_some_and(|t| t.is_zero()) {
-            return fail("`timeout` must be greater than zero");
-        }
-        if p.lease.is_some_and(|t| t.is_zero()) {
-            return fail("`lease` must be greater than zero");
-        }
-        if p.fail_safe_throttle.is_zero() {
-            return fail("`fail_safe_throttle` must be greater than zero");
-        }
-        if p.capacity == 0 {
-            return fail("`capacity` must be greater than zero");
-        }
-        if p.admission.as_deref() == Some("") {
-            return fail("the `admission` name must not be empty");
-        }
+        p.check().map_err(|what| PolicyError::new(&p.name, &what))?;
         Ok(p)
+    }
+}
+
+impl Policy {
+    fn check(&self) -> Result<(), String> {
+        settings::positive("fresh", self.fresh)?;
+        settings::within_horizon("stale", self.stale)?;
+        if let Some(bound) = self.stale_if_error {
+            settings::within_horizon("stale_if_error", bound)?;
+        }
+        settings::positive("fail_safe_throttle", self.fail_safe_throttle)?;
+        settings::jitter("jitter", self.jitter)?;
+        if let Some(beta) = self.xfetch_beta {
+            settings::xfetch_beta("xfetch_beta", beta)?;
+        }
+        if let Some(timeout) = self.timeout {
+            settings::positive("timeout", timeout)?;
+        }
+        if let Some(lease) = self.lease {
+            settings::positive("lease", lease)?;
+        }
+        settings::capacity("capacity", self.capacity)?;
+        if self.admission.as_deref() == Some("") {
+            return Err("the admission name must not be empty".to_owned());
+        }
+        settings::horizon(
+            self.fresh,
+            self.jitter,
+            self.stale,
+            self.stale_if_error.unwrap_or_default(),
+        )
     }
 }
 
@@ -288,36 +297,77 @@ mod tests {
     fn out_of_range_settings_are_refused_with_their_name() {
         let base = || Policy::builder("p").fresh(Duration::from_secs(1));
         let cases = [
-            (base().jitter(0.6), "`jitter` must be within 0.0..=0.5"),
-            (base().jitter(f64::NAN), "`jitter` must be within 0.0..=0.5"),
+            (
+                base().jitter(0.6),
+                "jitter must be a fraction of fresh from 0.0 to 0.5",
+            ),
+            (
+                base().jitter(f64::NAN),
+                "jitter must be a fraction of fresh",
+            ),
             (
                 base().xfetch(0.0),
-                "xfetch `beta` must be a finite number greater than zero",
+                "xfetch_beta must be a finite number above zero",
             ),
             (
                 base().xfetch(f64::INFINITY),
-                "xfetch `beta` must be a finite number greater than zero",
+                "xfetch_beta must be a finite number",
             ),
             (
                 base().timeout(Duration::ZERO),
-                "`timeout` must be greater than zero",
+                "timeout must be greater than zero",
             ),
-            (base().capacity(0), "`capacity` must be greater than zero"),
+            (base().capacity(0), "capacity must be at least 1"),
+            (
+                base().capacity(u64::MAX),
+                "capacity must be at most 1000000000",
+            ),
             (
                 base().lease(Duration::ZERO),
-                "`lease` must be greater than zero",
+                "lease must be greater than zero",
             ),
-            (
-                base().admission(""),
-                "the `admission` name must not be empty",
-            ),
+            (base().admission(""), "the admission name must not be empty"),
         ];
         for (builder, message) in cases {
-            assert_eq!(
-                builder.build().unwrap_err().to_string(),
-                format!("policy `p`: {message}")
+            let error = builder.build().unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("policy `p`: {message}")),
+                "{error}"
             );
         }
         assert!(base().jitter(0.5).xfetch(1.0).build().is_ok());
+    }
+
+    #[test]
+    fn a_policy_whose_deadlines_overflow_is_refused_at_build() {
+        let max = || Policy::builder("p").fresh(Duration::MAX);
+        assert_eq!(
+            max().build().unwrap_err().to_string(),
+            "policy `p`: fresh must be at most 36500d"
+        );
+        let day = Duration::from_secs(86_400);
+        let long = || Policy::builder("p").fresh(day * 30_000);
+        assert_eq!(
+            long().jitter(0.5).build().unwrap_err().to_string(),
+            "policy `p`: fresh × (1 + jitter) plus the longer of stale and stale_if_error must be at most 36500d"
+        );
+        assert!(long().stale_if_error(day * 6_501).build().is_err());
+        assert!(long().stale(day * 6_500).build().is_ok());
+        assert!(max().build().is_err(), "never a policy a cache cannot hold");
+    }
+
+    #[test]
+    fn the_longest_policy_builds_a_cache() {
+        let day = Duration::from_secs(86_400);
+        let policy = Policy::builder("p")
+            .fresh(day * 20_000)
+            .jitter(0.5)
+            .stale(day * 6_500)
+            .build()
+            .unwrap();
+        let cache: crate::Cache<u32, u32> = crate::Cache::builder(policy)
+            .runtime(&crate::Runtime::builder().build().unwrap())
+            .build();
+        assert_eq!(cache.policy().fresh(), day * 20_000);
     }
 }

@@ -1,37 +1,31 @@
 //! `STAMPEDE_*` environment overrides, applied over the file, so an unchanged binary
-//! changes behaviour through its environment alone.
+//! changes behaviour through its environment alone. Each variable is one key of the
+//! file's tables, read by the same serde model (the value as the text of that key).
 //!
 //! | variable | sets |
 //! |---|---|
 //! | `STAMPEDE_CONFIG` | the TOML file to read first |
 //! | `STAMPEDE_BACKEND` | `[backend] kind` |
-//! | `STAMPEDE_REDIS_URL` | refused until the shared-store backend arrives |
-//! | `STAMPEDE_ADMISSION_<NAME>_LIMIT`, `_QUEUE_TIMEOUT` | `[admission.<name>]` |
+//! | `STAMPEDE_REDIS_<KEY>` | `[backend] <key>` (`URL`, `NODES` comma-separated, `PREFIX`, …) |
+//! | `STAMPEDE_ADMISSION_<NAME>_<KEY>` | `[admission.<name>] <key>` |
 //! | `STAMPEDE_FUNCTION_<NAME>_<KEY>` | `[functions."<name>"] <key>` |
 //!
 //! `<NAME>` is the name upper-cased with every character other than a letter or digit
-//! written `_` (`user-profile` is `USER_PROFILE`); `<KEY>` is a function key upper-cased.
-use super::{duration, range, At, Backend, ConfigError, Overrides, RuntimeBuilder};
+//! written `_` (`user-profile` is `USER_PROFILE`); `<KEY>` is the key upper-cased.
+use super::RuntimeBuilder;
+use super::{AdmissionLayer, At, BackendLayer, ConfigError, Layer, Located, Overrides};
+use serde::de::value::{Error as ValueError, MapDeserializer, SeqDeserializer};
+use serde::de::{self, Deserialize, Deserializer, IntoDeserializer, Visitor};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::Arc;
 
 /// The variable that names the file.
 pub(crate) const CONFIG: &str = "STAMPEDE_CONFIG";
+const BACKEND: &str = "STAMPEDE_BACKEND";
+const REDIS: &str = "STAMPEDE_REDIS_";
 const ADMISSION: &str = "STAMPEDE_ADMISSION_";
-const FUNCTION: &str = "STAMPEDE_FUNCTION_";
-const ADMISSION_KEYS: [&str; 2] = ["LIMIT", "QUEUE_TIMEOUT"];
-const FUNCTION_KEYS: [&str; 9] = [
-    "FRESH",
-    "STALE",
-    "STALE_IF_ERROR",
-    "JITTER",
-    "XFETCH_BETA",
-    "TIMEOUT",
-    "CAPACITY",
-    "ENABLED",
-    "ADMISSION",
-];
+pub(crate) const FUNCTION: &str = "STAMPEDE_FUNCTION_";
 
 /// `name` as it appears inside a variable's name.
 pub(crate) fn env_name(name: &str) -> String {
@@ -44,6 +38,12 @@ pub(crate) fn env_name(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Why two function names cannot both be configured.
+pub(crate) fn collision(one: &str, other: &str) -> String {
+    let both = env_name(one);
+    format!("the functions `{one}` and `{other}` are both `{both}` in environment variables, so `{FUNCTION}{both}_*` could mean either; rename one")
 }
 
 /// Applies the variables among `vars` that are stampede's: the file first, then the rest
@@ -66,121 +66,135 @@ pub(crate) fn apply(
     if let Some(path) = ours.remove(CONFIG) {
         builder = builder.read_file(path.as_ref(), Some(CONFIG))?;
     }
-    for (key, value) in ours {
-        builder = apply_one(builder, &key, &value)?;
+    for (variable, value) in &ours {
+        apply_one(&mut builder, variable, value)
+            .map_err(|why| ConfigError::new(At::env(variable), why))?;
     }
     Ok(builder)
 }
 
-fn apply_one(
-    mut builder: RuntimeBuilder,
-    key: &str,
-    value: &str,
-) -> Result<RuntimeBuilder, ConfigError> {
-    let fail = |message: String| ConfigError::new(At::env(key), message);
-    if key == "STAMPEDE_BACKEND" {
-        builder.backend = Backend::from_kind(value).map_err(fail)?;
-    } else if key == "STAMPEDE_REDIS_URL" {
-        return Err(fail(Backend::from_kind("redis").unwrap_err()));
-    } else if let Some(rest) = key.strip_prefix(ADMISSION) {
-        let (name, setting) = split(rest, &ADMISSION_KEYS).map_err(fail)?;
+fn apply_one(builder: &mut RuntimeBuilder, variable: &str, value: &str) -> Result<(), String> {
+    let at = |_: &str| At::env(variable);
+    if variable == BACKEND {
+        let layer = read::<BackendLayer>("kind", value)?;
+        builder.backend.merge(Located::new(layer, None, at));
+    } else if let Some(key) = variable.strip_prefix(REDIS) {
+        let key = key.to_ascii_lowercase();
+        let Some(&key) = (BackendLayer::KEYS.iter()).find(|&&k| k == key && k != "kind") else {
+            return Err(expected(REDIS, "", BackendLayer::KEYS));
+        };
+        let layer = read::<BackendLayer>(key, value)?;
+        builder.backend.merge(Located::new(layer, None, at));
+    } else if let Some(rest) = variable.strip_prefix(ADMISSION) {
+        let (name, key) = split(rest, AdmissionLayer::KEYS)?;
+        let layer = read::<AdmissionLayer>(key, value)?;
         let name = match builder.admissions.keys().find(|n| env_name(n) == name) {
             Some(defined) => defined.clone(),
             // Not in the file or the code: the variables define it, named in lower case.
             None => Arc::from(name.to_ascii_lowercase()),
         };
-        let spec = builder
-            .admissions
-            .entry(name)
-            .or_insert_with(|| super::AdmissionSpec::new(At::env(key)));
-        match setting {
-            "LIMIT" => spec.limit = Some(number(value).and_then(range::limit).map_err(fail)?),
-            _ => spec.queue_timeout = Some(duration::parse(value).map_err(fail)?),
-        }
-    } else if let Some(rest) = key.strip_prefix(FUNCTION) {
-        let (name, setting) = split(rest, &FUNCTION_KEYS).map_err(fail)?;
-        let mut overrides = Overrides::new();
-        match setting {
-            "FRESH" => {
-                let fresh = duration::parse(value).and_then(range::non_zero);
-                overrides.fresh = Some(fresh.map_err(fail)?);
-            }
-            "STALE" => overrides.stale = Some(duration::parse(value).map_err(fail)?),
-            "STALE_IF_ERROR" => {
-                overrides.stale_if_error = Some(duration::parse(value).map_err(fail)?)
-            }
-            "JITTER" => {
-                overrides.jitter = Some(float(value).and_then(range::jitter).map_err(fail)?)
-            }
-            "XFETCH_BETA" => {
-                overrides.xfetch_beta = Some(float(value).and_then(range::beta).map_err(fail)?)
-            }
-            "TIMEOUT" => {
-                let timeout = duration::parse(value).and_then(range::non_zero);
-                overrides.timeout = Some(timeout.map_err(fail)?);
-            }
-            "CAPACITY" => {
-                overrides.capacity = Some(number(value).and_then(range::capacity).map_err(fail)?)
-            }
-            "ENABLED" => overrides.enabled = Some(boolean(value).map_err(fail)?),
-            _ => {
-                if value.is_empty() {
-                    return Err(fail("the admission name must not be empty".to_owned()));
-                }
-                overrides.admission = Some(Arc::from(value));
-            }
-        }
+        let located = Located::new(layer, Some(At::env(variable)), at);
+        builder.admissions.entry(name).or_default().merge(located);
+    } else if let Some(rest) = variable.strip_prefix(FUNCTION) {
+        let (name, key) = split(rest, Overrides::KEYS)?;
+        let overrides = read::<Overrides>(key, value)?;
+        let located = Located::new(overrides, Some(At::env(variable)), at);
         let entry = builder.env_functions.entry(name.to_owned()).or_default();
-        if overrides.admission.is_some() {
-            entry.admission_at = Some(At::env(key));
-        }
-        entry.overrides.merge(&overrides);
-    } else if key != CONFIG {
+        entry.merge(located);
+    } else if variable != CONFIG {
         // STAMPEDE_* is also where test harnesses put their switches: say so, don't fail.
-        tracing::warn!(target: "stampede", variable = key, "not a stampede setting; ignored");
+        tracing::warn!(target: "stampede", variable, "not a stampede setting; ignored");
     }
-    Ok(builder)
+    Ok(())
+}
+
+/// The table `T` with only `key` set, from the variable's text.
+fn read<'a, T: Deserialize<'a>>(key: &'a str, value: &'a str) -> Result<T, String> {
+    let table = MapDeserializer::<_, ValueError>::new(std::iter::once((key, Text(value))));
+    T::deserialize(table).map_err(|error| error.to_string())
 }
 
 /// `<NAME>_<KEY>` into its name and one of `keys`.
 fn split<'a>(rest: &'a str, keys: &[&'static str]) -> Result<(&'a str, &'static str), String> {
     keys.iter()
         .filter_map(|&key| {
-            let name = rest.strip_suffix(key)?.strip_suffix('_')?;
+            let name = rest
+                .strip_suffix(&key.to_ascii_uppercase())?
+                .strip_suffix('_')?;
             (!name.is_empty()).then_some((name, key))
         })
         // STALE_IF_ERROR before a name ending in _STALE_IF with key ERROR: the longest key wins.
         .max_by_key(|(_, key)| key.len())
-        .ok_or_else(|| {
-            format!(
-                "expected a name and then one of {}",
-                keys.iter()
-                    .map(|k| format!("_{k}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+        .ok_or_else(|| expected("", "a name and then ", keys))
 }
 
-fn number(value: &str) -> Result<i64, String> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{value}` is not a whole number"))
+fn expected(prefix: &str, what: &str, keys: &[&str]) -> String {
+    let keys: Vec<_> = (keys.iter())
+        .filter(|k| **k != "kind")
+        .map(|k| format!("{prefix}_{}", k.to_ascii_uppercase()).replace("__", "_"))
+        .collect();
+    format!("expected {what}one of {}", keys.join(", "))
 }
 
-fn float(value: &str) -> Result<f64, String> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{value}` is not a number"))
+/// A variable's text, read as whatever the model's field asks for: a number, a boolean,
+/// a duration string, a comma-separated list.
+struct Text<'a>(&'a str);
+
+impl<'de> IntoDeserializer<'de, ValueError> for Text<'de> {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
 }
 
-fn boolean(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(format!("`{value}` is not `true` or `false`")),
+macro_rules! parsed {
+    ($($method:ident => $visit:ident: $ty:ty, $what:literal;)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
+            match self.0.trim().parse::<$ty>() {
+                Ok(value) => visitor.$visit(value),
+                Err(_) => Err(de::Error::custom(format!(concat!("`{}` is not ", $what), self.0))),
+            }
+        }
+    )*};
+}
+
+impl<'de> Deserializer<'de> for Text<'de> {
+    type Error = ValueError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
+        visitor.visit_borrowed_str(self.0)
+    }
+
+    parsed! {
+        deserialize_bool => visit_bool: bool, "`true` or `false`";
+        deserialize_u32 => visit_u32: u32, "a whole number";
+        deserialize_u64 => visit_u64: u64, "a whole number";
+        deserialize_i64 => visit_i64: i64, "a whole number";
+        deserialize_f64 => visit_f64: f64, "a number";
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
+        let items = self.0.split(',').map(str::trim).filter(|s| !s.is_empty());
+        visitor.visit_seq(SeqDeserializer::new(items.map(Text)))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, ValueError> {
+        visitor.visit_enum(self.0.into_deserializer())
+    }
+
+    serde::forward_to_deserialize_any! {
+        i8 i16 i32 i128 u8 u16 u128 f32 char str string bytes byte_buf unit unit_struct
+        newtype_struct tuple tuple_struct map struct identifier ignored_any
     }
 }
 
@@ -221,18 +235,18 @@ mod tests {
             ]),
         )
         .unwrap();
-        let db = &builder.admissions[&Arc::from("db-main")];
+        let db = &builder.admissions[&Arc::from("db-main")].value;
         assert_eq!(
             (db.limit, db.queue_timeout),
             (Some(8), Some(Duration::from_secs(1)))
         );
-        let search = &builder.admissions[&Arc::from("search")];
+        let search = &builder.admissions[&Arc::from("search")].value;
         assert_eq!(
             (search.limit, search.queue_timeout),
             (Some(3), Some(Duration::from_millis(250)))
         );
         assert_eq!(
-            builder.env_functions["USER_PROFILE"].overrides,
+            builder.env_functions["USER_PROFILE"].value,
             Overrides::new()
                 .fresh(Duration::from_secs(30))
                 .stale_if_error(Duration::from_secs(300))
@@ -255,8 +269,41 @@ mod tests {
                 "0s",
                 "must be greater than zero",
             ),
-            ("STAMPEDE_FUNCTION_X_JITTER", "0.9", "0.9 is out of range"),
-            ("STAMPEDE_FUNCTION_X_CAPACITY", "-1", "-1 is out of range"),
+            (
+                "STAMPEDE_FUNCTION_X_JITTER",
+                "0.9",
+                "jitter must be a fraction of fresh from 0.0 to 0.5",
+            ),
+            (
+                "STAMPEDE_FUNCTION_X_CAPACITY",
+                "-1",
+                "`-1` is not a whole number",
+            ),
+            (
+                "STAMPEDE_FUNCTION_X_CAPACITY",
+                "99999999999999999999",
+                "is not a whole number",
+            ),
+            (
+                "STAMPEDE_FUNCTION_X_CAPACITY",
+                "2000000000",
+                "capacity must be at most 1000000000",
+            ),
+            (
+                "STAMPEDE_FUNCTION_X_LEASE",
+                "0s",
+                "lease must be greater than zero",
+            ),
+            (
+                "STAMPEDE_REDIS_RESPONSE_TIMEOUT",
+                "0ms",
+                "response_timeout must be greater than zero",
+            ),
+            (
+                "STAMPEDE_REDIS_TIMEOUT",
+                "1s",
+                "expected one of STAMPEDE_REDIS_URL, STAMPEDE_REDIS_NODES",
+            ),
             (
                 "STAMPEDE_FUNCTION_X_ENABLED",
                 "no",
@@ -265,9 +312,13 @@ mod tests {
             (
                 "STAMPEDE_FUNCTION_X_FRSH",
                 "1s",
-                "expected a name and then one of _FRESH",
+                "expected a name and then one of _FRESH, _STALE",
             ),
-            ("STAMPEDE_ADMISSION_DB_LIMIT", "0", "0 is out of range"),
+            (
+                "STAMPEDE_ADMISSION_DB_LIMIT",
+                "0",
+                "limit must be at least 1",
+            ),
             (
                 "STAMPEDE_ADMISSION_DB_SIZE",
                 "4",
@@ -285,7 +336,9 @@ mod tests {
             ),
         ];
         for (key, value, expected) in cases {
-            let error = apply(Runtime::builder(), vars(&[(key, value)])).unwrap_err();
+            let error = apply(Runtime::builder(), vars(&[(key, value)]))
+                .and_then(RuntimeBuilder::build)
+                .unwrap_err();
             let message = error.to_string();
             assert_eq!(error.key(), Some(key));
             assert!(
@@ -294,5 +347,58 @@ mod tests {
             );
             assert!(message.contains(expected), "{key}={value}: {message}");
         }
+    }
+
+    #[test]
+    fn every_function_key_has_a_variable_lease_and_coalesce_included() {
+        let builder = apply(
+            Runtime::builder(),
+            vars(&[
+                ("STAMPEDE_FUNCTION_F_LEASE", "5s"),
+                ("STAMPEDE_FUNCTION_F_COALESCE", "false"),
+                ("STAMPEDE_FUNCTION_F_FAIL_SAFE_THROTTLE", "1m 30s"),
+                ("STAMPEDE_FUNCTION_F_XFETCH_BETA", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            builder.env_functions["F"].value,
+            Overrides::new()
+                .lease(Duration::from_secs(5))
+                .coalesce(false)
+                .fail_safe_throttle(Duration::from_secs(90))
+                .xfetch_beta(2.0)
+        );
+        for key in Overrides::KEYS {
+            let variable = format!("STAMPEDE_FUNCTION_F_{}", key.to_ascii_uppercase());
+            let error = apply(Runtime::builder(), vars(&[(&variable, "?")]))
+                .and_then(RuntimeBuilder::build)
+                .unwrap_err();
+            assert_eq!(error.key(), Some(variable.as_str()), "{key} is read");
+        }
+    }
+
+    #[test]
+    fn redis_variables_fill_the_backend_table_and_stay_refused() {
+        let builder = apply(
+            Runtime::builder(),
+            vars(&[
+                ("STAMPEDE_REDIS_NODES", "10.0.0.1:6379, 10.0.0.2:6379"),
+                ("STAMPEDE_REDIS_PREFIX", "shop"),
+                ("STAMPEDE_REDIS_BREAKER_COOLDOWN", "2s"),
+            ]),
+        )
+        .unwrap();
+        let settings = builder.backend.value.resolve().unwrap();
+        assert_eq!(settings.nodes, ["10.0.0.1:6379", "10.0.0.2:6379"]);
+        assert_eq!(settings.prefix, "shop");
+        assert_eq!(settings.breaker_cooldown, Duration::from_secs(2));
+        assert_eq!(settings.max_value_bytes, 8 * 1024 * 1024, "the default");
+        let error = builder.build().unwrap_err();
+        assert_eq!(error.key(), Some("STAMPEDE_REDIS_NODES"));
+        assert!(
+            error.message().contains("not available in this version"),
+            "{error}"
+        );
     }
 }

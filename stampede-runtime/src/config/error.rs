@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// use stampede_runtime::Runtime;
 /// let err = Runtime::builder().admission("db", 0, std::time::Duration::from_secs(1)).build().unwrap_err();
 /// assert_eq!(err.key(), Some("admission.db.limit"));
-/// assert_eq!(err.to_string(), "runtime builder: `admission.db.limit`: 0 is out of range: a limit is a whole number from 1 to 1000000");
+/// assert_eq!(err.to_string(), "runtime builder: `admission.db.limit`: limit must be at least 1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {

@@ -1,5 +1,5 @@
-//! The TOML file: its schema, checked by serde (`deny_unknown_fields`, typed values that
-//! validate their own ranges), and error messages that name the file, the key and the line.
+//! The TOML file: the same serde models as the code and the environment, unknown keys
+//! refused, and error messages that name the file, the line and the dotted key.
 //!
 //! ```toml
 //! [backend]
@@ -10,147 +10,130 @@
 //! [functions."user-profile"]
 //! fresh = "30s"
 //! ```
-use super::{duration, range, At, Backend, ConfigError, Overrides};
-use serde::de::{self, Deserializer, Visitor};
+use super::{AdmissionLayer, At, BackendLayer, ConfigError, Layer, Located, Overrides};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 use toml::de::{DeTable, DeValue};
-use toml::Spanned;
 
-/// What a file sets, in the order the runtime builder applies it.
+/// What a file sets, each setting with its line.
 pub(crate) struct Settings {
-    pub(crate) backend: Option<Backend>,
-    pub(crate) admissions: Vec<(Arc<str>, usize, Option<Duration>)>,
-    pub(crate) functions: Vec<(Arc<str>, Overrides, Option<At>)>,
+    pub(crate) backend: Located<BackendLayer>,
+    pub(crate) admissions: Vec<(Arc<str>, Located<AdmissionLayer>)>,
+    pub(crate) functions: Vec<(Arc<str>, Located<Overrides>)>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Document {
-    backend: Option<BackendTable>,
     #[serde(default)]
-    admission: BTreeMap<String, AdmissionTable>,
+    backend: BackendLayer,
     #[serde(default)]
-    functions: BTreeMap<String, FunctionTable>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BackendTable {
-    kind: Kind,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AdmissionTable {
-    limit: Limit,
-    queue_timeout: Option<Length>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FunctionTable {
-    fresh: Option<NonZero>,
-    stale: Option<Length>,
-    stale_if_error: Option<Length>,
-    jitter: Option<Jitter>,
-    xfetch_beta: Option<Beta>,
-    timeout: Option<NonZero>,
-    capacity: Option<Capacity>,
-    enabled: Option<bool>,
-    admission: Option<Spanned<String>>,
+    admission: BTreeMap<String, AdmissionLayer>,
+    #[serde(default)]
+    functions: BTreeMap<String, Overrides>,
 }
 
 /// Reads `text`, the contents of the file at `path`.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
+    let keys = Keys::of(text);
     let document: Document = toml::from_str(text).map_err(|error| {
         let span = error.span();
-        let key = span.as_ref().and_then(|span| key_at(text, span));
+        let key = span.as_ref().and_then(|span| keys.around(span));
         let message = error.message().trim_end().to_owned();
         let at = At::file(path, text, span.map(|s| s.start), key);
         ConfigError::new(at, message)
     })?;
-    let admissions = document
-        .admission
-        .into_iter()
-        .map(|(name, table)| {
-            (
-                Arc::from(name),
-                table.limit.0,
-                table.queue_timeout.map(|t| t.0),
-            )
-        })
-        .collect();
-    let functions = document
-        .functions
-        .into_iter()
-        .map(|(name, table)| {
-            let reference = table.admission.as_ref().map(|admission| {
-                let key = format!("functions.{}.admission", toml_key(&name));
-                At::file(path, text, Some(admission.span().start), Some(key))
-            });
-            let overrides = Overrides {
-                fresh: table.fresh.map(|d| d.0),
-                stale: table.stale.map(|d| d.0),
-                stale_if_error: table.stale_if_error.map(|d| d.0),
-                jitter: table.jitter.map(|j| j.0),
-                xfetch_beta: table.xfetch_beta.map(|b| b.0),
-                timeout: table.timeout.map(|d| d.0),
-                capacity: table.capacity.map(|c| c.0),
-                enabled: table.enabled,
-                admission: table.admission.map(|a| Arc::from(a.into_inner())),
+    let locate = |table: String| {
+        let keys = &keys;
+        move |key: &str| {
+            let dotted = if key.is_empty() {
+                table.clone()
+            } else {
+                format!("{table}.{key}")
             };
-            (Arc::from(name), overrides, reference)
-        })
-        .collect();
+            At::file(path, text, keys.offset(&dotted), Some(dotted))
+        }
+    };
+    fn located<T: Layer>(value: T, locate: impl Fn(&str) -> At) -> Located<T> {
+        let table = locate("");
+        Located::new(value, Some(table), locate)
+    }
+    let table = |kind: &str, name: &str| format!("{kind}.{}", toml_key(name));
     Ok(Settings {
-        backend: document.backend.map(|b| b.kind.0),
-        admissions,
-        functions,
+        backend: located(document.backend, locate("backend".to_owned())),
+        admissions: (document.admission.into_iter())
+            .map(|(name, admission)| {
+                let at = locate(table("admission", &name));
+                (Arc::from(name), located(admission, at))
+            })
+            .collect(),
+        functions: (document.functions.into_iter())
+            .map(|(name, overrides)| {
+                let at = locate(table("functions", &name));
+                (Arc::from(name), located(overrides, at))
+            })
+            .collect(),
     })
 }
 
-/// The dotted key at `span` (the key itself, or the value it names), found in a second,
-/// span-keeping parse: serde reports where, this says what.
-fn key_at(text: &str, span: &Range<usize>) -> Option<String> {
-    let document = DeTable::parse(text).ok()?;
-    let path = path_to(document.get_ref(), span)?;
-    Some(
-        path.iter()
-            .map(|k| toml_key(k))
-            .collect::<Vec<_>>()
-            .join("."),
-    )
+/// Every key of a file by its dotted path, with the spans of the key and of its value,
+/// from a second, span-keeping parse: serde says what is wrong and where, this says
+/// which key that is, and where a key the runtime later refuses was written.
+struct Keys(Vec<Written>);
+
+/// One key of the file: its dotted path, and the spans of its name and of its value.
+struct Written {
+    path: String,
+    key: Range<usize>,
+    value: Range<usize>,
 }
 
-fn path_to(table: &DeTable<'_>, span: &Range<usize>) -> Option<Vec<String>> {
-    let within = |outer: Range<usize>| outer.start <= span.start && span.end <= outer.end;
-    let mut enclosing = None;
+impl Keys {
+    fn of(text: &str) -> Keys {
+        let mut keys = Vec::new();
+        if let Ok(document) = DeTable::parse(text) {
+            collect(document.get_ref(), "", &mut keys);
+        }
+        Keys(keys)
+    }
+
+    /// The deepest key whose name, else whose value, holds `span`.
+    fn around(&self, span: &Range<usize>) -> Option<String> {
+        let within = |outer: &Range<usize>| outer.start <= span.start && span.end <= outer.end;
+        let deepest = |holds: &dyn Fn(&Written) -> bool| {
+            (self.0.iter().filter(|k| holds(k)))
+                .max_by_key(|k| k.path.len())
+                .map(|k| k.path.clone())
+        };
+        deepest(&|k| within(&k.key)).or_else(|| deepest(&|k| within(&k.value)))
+    }
+
+    /// Where the value of `dotted` starts (a table's: its name).
+    fn offset(&self, dotted: &str) -> Option<usize> {
+        let written = self.0.iter().find(|k| k.path == dotted)?;
+        // A `[table]` header's value starts before its name: point at the name.
+        Some(written.key.start.max(written.value.start))
+    }
+}
+
+fn collect(table: &DeTable<'_>, prefix: &str, keys: &mut Vec<Written>) {
     for (key, value) in table.iter() {
-        let name = || key.get_ref().to_string();
-        if within(key.span()) {
-            return Some(vec![name()]);
-        }
+        let path = match prefix {
+            "" => toml_key(key.get_ref()),
+            _ => format!("{prefix}.{}", toml_key(key.get_ref())),
+        };
+        keys.push(Written {
+            path: path.clone(),
+            key: key.span(),
+            value: value.span(),
+        });
         if let DeValue::Table(inner) = value.get_ref() {
-            if let Some(mut path) = path_to(inner, span) {
-                path.insert(0, name());
-                return Some(path);
-            }
-        }
-        if within(value.span()) {
-            // A table that holds the span but none of whose keys does: a missing key.
-            enclosing = Some(vec![name()]);
-            if !matches!(value.get_ref(), DeValue::Table(_)) {
-                return enclosing;
-            }
+            collect(inner, &path, keys);
         }
     }
-    enclosing
 }
 
 /// `name` as TOML writes a key: bare when it can be, quoted otherwise.
@@ -166,84 +149,10 @@ pub(crate) fn toml_key(name: &str) -> String {
     }
 }
 
-/// `"memory"`; the shared-store kinds are named so their error can say when they arrive.
-struct Kind(Backend);
-
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let kind = String::deserialize(deserializer)?;
-        Backend::from_kind(&kind)
-            .map(Kind)
-            .map_err(de::Error::custom)
-    }
-}
-
-/// Any duration, zero included (`stale = "0s"` turns the stale window off).
-struct Length(Duration);
-
-/// A duration above zero.
-struct NonZero(Duration);
-
-struct DurationVisitor;
-
-impl Visitor<'_> for DurationVisitor {
-    type Value = Duration;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a duration string like \"500ms\", \"30s\" or \"1m30s\"")
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
-        duration::parse(text).map_err(E::custom)
-    }
-}
-
-impl<'de> Deserialize<'de> for Length {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(DurationVisitor).map(Length)
-    }
-}
-
-impl<'de> Deserialize<'de> for NonZero {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let duration = deserializer.deserialize_str(DurationVisitor)?;
-        range::non_zero(duration)
-            .map(NonZero)
-            .map_err(de::Error::custom)
-    }
-}
-
-/// Implements `Deserialize` for a newtype over `$raw`, checked by `range::$check`.
-macro_rules! checked {
-    ($name:ident, $raw:ty, $check:path) => {
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let raw = <$raw>::deserialize(deserializer)?;
-                $check(raw).map($name).map_err(de::Error::custom)
-            }
-        }
-    };
-}
-
-/// An admission limit, `1..=MAX_LIMIT`.
-struct Limit(usize);
-checked!(Limit, i64, range::limit);
-
-/// In-memory entries, at least one.
-struct Capacity(u64);
-checked!(Capacity, i64, range::capacity);
-
-/// The ± fraction of `fresh`, `0.0..=0.5`.
-struct Jitter(f64);
-checked!(Jitter, f64, range::jitter);
-
-/// XFetch's β, finite and above zero.
-struct Beta(f64);
-checked!(Beta, f64, range::beta);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn parse_text(text: &str) -> Result<Settings, ConfigError> {
         parse(Path::new("stampede.toml"), text)
@@ -255,6 +164,8 @@ mod tests {
             r#"
 [backend]
 kind = "memory"
+prefix = "shop"
+response_timeout = "100ms"
 [admission.db]
 limit = 20
 queue_timeout = "500ms"
@@ -267,20 +178,24 @@ xfetch_beta = 1
 timeout = "2s"
 capacity = 500
 enabled = false
+coalesce = false
+lease = "5s"
 admission = "db"
 "#,
         )
         .unwrap();
-        assert_eq!(settings.backend, Some(Backend::Memory));
-        assert_eq!(
-            settings.admissions,
-            vec![(Arc::from("db"), 20, Some(Duration::from_millis(500)))]
-        );
-        let (name, overrides, reference) = &settings.functions[0];
+        let backend = settings.backend.value.resolve().unwrap();
+        assert_eq!(backend.prefix, "shop");
+        assert_eq!(backend.response_timeout, Duration::from_millis(100));
+        assert_eq!(backend.breaker_failures, 5, "the default");
+        let (name, admission) = &settings.admissions[0];
+        assert_eq!(&**name, "db");
+        assert_eq!(admission.value.limit, Some(20));
+        let (name, overrides) = &settings.functions[0];
         assert_eq!(&**name, "user-profile");
         assert_eq!(
-            overrides,
-            &Overrides::new()
+            overrides.value,
+            Overrides::new()
                 .fresh(Duration::from_secs(30))
                 .stale(Duration::from_secs(60))
                 .stale_if_error(Duration::from_secs(3_600))
@@ -289,20 +204,19 @@ admission = "db"
                 .timeout(Duration::from_secs(2))
                 .capacity(500)
                 .enabled(false)
+                .coalesce(false)
+                .lease(Duration::from_secs(5))
                 .admission("db")
         );
-        let reference = reference.as_ref().unwrap();
-        assert_eq!(reference.line, Some(16));
-        assert_eq!(
-            reference.key.as_deref(),
-            Some("functions.user-profile.admission")
-        );
+        let at = &overrides.at["admission"];
+        assert_eq!(at.line, Some(20));
+        assert_eq!(at.key.as_deref(), Some("functions.user-profile.admission"));
     }
 
     #[test]
     fn an_empty_file_sets_nothing() {
         let settings = parse_text("").unwrap();
-        assert!(settings.backend.is_none());
+        assert_eq!(settings.backend.value, BackendLayer::default());
         assert!(settings.admissions.is_empty() && settings.functions.is_empty());
     }
 

@@ -1,30 +1,114 @@
 //! Per-function overrides: settings that replace a compiled policy's, by cache name.
+//!
+//! Each setting is declared once, below: its doc line, its type, how it is checked and
+//! which [`PolicyBuilder`] setter applies it. The file (`[functions."<name>"]`), the
+//! environment (`STAMPEDE_FUNCTION_<NAME>_<KEY>`) and the code builder all read this one
+//! declaration.
+use super::values;
 use crate::policy::PolicyBuilder;
-use std::sync::Arc;
+use stampede_settings as settings;
 use std::time::Duration;
 
-/// Settings that replace a policy's own for the cache of that name (the attribute's
-/// `name`), without recompiling. Unset settings keep the policy's value.
-///
-/// ```
-/// use std::time::Duration;
-/// use stampede_runtime::{Overrides, Runtime};
-/// let runtime = Runtime::builder()
-///     .function("user-profile", Overrides::new().fresh(Duration::from_secs(30)))
-///     .build()
-///     .unwrap();
-/// ```
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Overrides {
-    pub(crate) fresh: Option<Duration>,
-    pub(crate) stale: Option<Duration>,
-    pub(crate) stale_if_error: Option<Duration>,
-    pub(crate) jitter: Option<f64>,
-    pub(crate) xfetch_beta: Option<f64>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) capacity: Option<u64>,
-    pub(crate) enabled: Option<bool>,
-    pub(crate) admission: Option<Arc<str>>,
+/// Declares the overridable settings: the serde model (one optional field each), the
+/// builder setters, and how a set field is checked, merged and applied to a policy.
+macro_rules! overrides {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[serde($($serde:tt)*)])?
+        $field:ident: $ty:ty $(as $param:ty)?, check $check:path, apply $setter:ident;
+    )*) => {
+        table! {
+            /// Settings that replace a policy's own for the cache of that name (the
+            /// attribute's `name`), without recompiling. Unset settings keep the policy's value.
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use stampede_runtime::{Overrides, Runtime};
+            /// let runtime = Runtime::builder()
+            ///     .function("user-profile", Overrides::new().fresh(Duration::from_secs(30)))
+            ///     .build()
+            ///     .unwrap();
+            /// ```
+            pub struct Overrides {$(
+                $(#[doc = $doc])*
+                $(#[serde($($serde)*)])?
+                $field: $ty,
+            )*}
+        }
+
+        impl Overrides {
+            $(
+                $(#[doc = $doc])*
+                pub fn $field(mut self, value: overrides!(@param $ty $(, $param)?)) -> Self {
+                    self.$field = Some(value.into());
+                    self
+                }
+            )*
+
+            /// Each set value in its range: the key at fault and why.
+            pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+                $(if let Some(value) = &self.$field {
+                    $check(stringify!($field), value.clone()).map_err(|why| (stringify!($field), why))?;
+                })*
+                Ok(())
+            }
+
+            pub(crate) fn apply(&self, mut policy: PolicyBuilder) -> PolicyBuilder {
+                $(if let Some(value) = &self.$field {
+                    policy = policy.$setter(value.clone());
+                })*
+                policy
+            }
+        }
+    };
+    (@param $ty:ty) => { $ty };
+    (@param $ty:ty, $param:ty) => { $param };
+}
+
+overrides! {
+    /// How long a value is fresh (above zero).
+    #[serde(deserialize_with = "values::duration")]
+    fresh: Duration, check settings::positive, apply fresh;
+    /// The serve-stale window after `fresh`.
+    #[serde(deserialize_with = "values::duration")]
+    stale: Duration, check settings::within_horizon, apply stale;
+    /// How long after `fresh` the last value stands in for a failing or shed load.
+    #[serde(deserialize_with = "values::duration")]
+    stale_if_error: Duration, check settings::within_horizon, apply stale_if_error;
+    /// While the origin fails, how long a served fallback counts as fresh.
+    #[serde(deserialize_with = "values::duration")]
+    fail_safe_throttle: Duration, check settings::positive, apply fail_safe_throttle;
+    /// ± fraction of `fresh`, `0.0..=0.5`.
+    jitter: f64, check settings::jitter, apply jitter;
+    /// Turns XFetch on with this β (above zero; 1.0 is the usual choice).
+    xfetch_beta: f64, check settings::xfetch_beta, apply xfetch;
+    /// The per-caller deadline on a miss (above zero).
+    #[serde(deserialize_with = "values::duration")]
+    timeout: Duration, check settings::positive, apply timeout;
+    /// Whether concurrent misses of one key share one origin call.
+    coalesce: bool, check any, apply coalesce;
+    /// The fleet lease TTL on shared stores (above zero).
+    #[serde(deserialize_with = "values::duration")]
+    lease: Duration, check settings::positive, apply lease;
+    /// In-memory entries, `1..=1_000_000_000`.
+    #[serde(deserialize_with = "values::count")]
+    capacity: u64, check settings::capacity, apply capacity;
+    /// `false` makes every call run the origin directly (see [`PolicyBuilder::enabled`]).
+    enabled: bool, check any, apply enabled;
+    /// The admission semaphore the function's loads go through.
+    admission: String as impl Into<String>, check named, apply admission;
+}
+
+/// A setting with no range of its own.
+fn any<T>(_: &str, value: T) -> Result<T, String> {
+    Ok(value)
+}
+
+fn named(key: &str, name: String) -> Result<String, String> {
+    if name.trim().is_empty() {
+        return Err(format!("the {key} name must not be empty"));
+    }
+    Ok(name)
 }
 
 impl Overrides {
@@ -32,110 +116,8 @@ impl Overrides {
     pub fn new() -> Self {
         Overrides::default()
     }
-    /// How long a value is fresh.
-    pub fn fresh(mut self, fresh: Duration) -> Self {
-        self.fresh = Some(fresh);
-        self
-    }
-    /// The serve-stale window after `fresh`.
-    pub fn stale(mut self, stale: Duration) -> Self {
-        self.stale = Some(stale);
-        self
-    }
-    /// How long after `fresh` the last value stands in for a failing or shed load.
-    pub fn stale_if_error(mut self, bound: Duration) -> Self {
-        self.stale_if_error = Some(bound);
-        self
-    }
-    /// ± fraction of `fresh`, `0.0..=0.5`.
-    pub fn jitter(mut self, fraction: f64) -> Self {
-        self.jitter = Some(fraction);
-        self
-    }
-    /// Turns XFetch on with this β.
-    pub fn xfetch_beta(mut self, beta: f64) -> Self {
-        self.xfetch_beta = Some(beta);
-        self
-    }
-    /// The per-caller deadline on a miss.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-    /// In-memory entries.
-    pub fn capacity(mut self, capacity: u64) -> Self {
-        self.capacity = Some(capacity);
-        self
-    }
-    /// `false` makes every call run the origin directly (see [`PolicyBuilder::enabled`]).
-    pub fn enabled(mut self, enabled: bool) -> Self {
-        self.enabled = Some(enabled);
-        self
-    }
-    /// The admission semaphore the function's loads go through.
-    pub fn admission(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.admission = Some(name.into());
-        self
-    }
 
     pub(super) fn is_empty(&self) -> bool {
         *self == Overrides::default()
-    }
-
-    /// Takes every setting `later` sets.
-    pub(super) fn merge(&mut self, later: &Overrides) {
-        let Overrides {
-            fresh,
-            stale,
-            stale_if_error,
-            jitter,
-            xfetch_beta,
-            timeout,
-            capacity,
-            enabled,
-            admission,
-        } = later;
-        self.fresh = fresh.or(self.fresh);
-        self.stale = stale.or(self.stale);
-        self.stale_if_error = stale_if_error.or(self.stale_if_error);
-        self.jitter = jitter.or(self.jitter);
-        self.xfetch_beta = xfetch_beta.or(self.xfetch_beta);
-        self.timeout = timeout.or(self.timeout);
-        self.capacity = capacity.or(self.capacity);
-        self.enabled = enabled.or(self.enabled);
-        if admission.is_some() {
-            self.admission.clone_from(admission);
-        }
-    }
-
-    pub(super) fn apply(&self, mut policy: PolicyBuilder) -> PolicyBuilder {
-        if let Some(fresh) = self.fresh {
-            policy = policy.fresh(fresh);
-        }
-        if let Some(stale) = self.stale {
-            policy = policy.stale(stale);
-        }
-        if let Some(bound) = self.stale_if_error {
-            policy = policy.stale_if_error(bound);
-        }
-        if let Some(jitter) = self.jitter {
-            policy = policy.jitter(jitter);
-        }
-        if let Some(beta) = self.xfetch_beta {
-            policy = policy.xfetch(beta);
-        }
-        if let Some(timeout) = self.timeout {
-            policy = policy.timeout(timeout);
-        }
-        if let Some(capacity) = self.capacity {
-            policy = policy.capacity(capacity);
-        }
-        if let Some(enabled) = self.enabled {
-            policy = policy.enabled(enabled);
-        }
-        if let Some(admission) = &self.admission {
-            policy = policy.admission(admission.clone());
-        }
-        policy
     }
 }
