@@ -6,3 +6,5 @@
 #[allow(dead_code)]
 pub(crate) mod keys;
 pub(crate) mod memory;
+#[allow(dead_code)]
+pub(crate) mod wire;
