@@ -7,4 +7,8 @@
 pub(crate) mod keys;
 pub(crate) mod memory;
 #[allow(dead_code)]
+pub(crate) mod redis;
+#[allow(dead_code)]
+pub(crate) mod shared;
+#[allow(dead_code)]
 pub(crate) mod wire;
