@@ -3,7 +3,7 @@
 //! Every replica of every build must compute the same Redis key for the same cache entry,
 //! and two different entries must never share one (that would serve one user's value to
 //! another). So keys are not hashed: the key value is written out by a serde
-//! [`Serializer`] whose output depends only on the serde calls the key's type makes.
+//! [`Serializer`](serde::Serializer) whose output depends only on the serde calls the key's type makes.
 //!
 //! # Layout
 //! ```text

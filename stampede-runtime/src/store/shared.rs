@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 
 use super::keys::EntryKey;
+use super::wire::{Header, Wire};
+use serde::de::DeserializeOwned;
 
 /// A failure of the shared store. The loader treats it as a miss (or skips the write) and
 /// counts it; it never fails a caller that the origin can serve.
@@ -200,9 +202,10 @@ pub(crate) struct SharedStats {
     pub(crate) hits: u64,
     /// Reads that found nothing.
     pub(crate) misses: u64,
-    /// Calls that failed: timeouts, errors, and calls refused by the open breaker.
+    /// Calls that reached Redis and failed or timed out (calls the open breaker refused
+    /// are not counted: `degraded` measures them).
     pub(crate) errors: u64,
-    /// Stored envelopes the loader could not decode (see [`SharedStats`] users).
+    /// Stored envelopes that could not be decoded ([`decode_envelope`]).
     pub(crate) decode_failures: u64,
     pub(crate) notices_sent: u64,
     pub(crate) notices_received: u64,
@@ -256,6 +259,8 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
 
     /// Resolves on the next notice for `key`, or when the subscription drops. Register
     /// before re-reading, so a publish between the read and the wait is not missed.
+    /// While the subscription is down it resolves at once with `SubscriptionLost`: a
+    /// waiter must then wait out the lease (bounded) instead of re-reading in a loop.
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake>;
 
     /// Every notice and subscription change, for tiered nodes.
@@ -265,4 +270,22 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     fn count_decode_failure(&self);
 
     fn stats(&self) -> SharedStats;
+}
+
+/// Decodes an envelope read from `store`; bytes that are not a usable envelope are a miss,
+/// logged at warn level and counted, never a panic.
+pub(crate) fn decode_envelope<V: DeserializeOwned>(
+    store: &dyn SharedStore,
+    wire: &Wire,
+    key: &EntryKey,
+    bytes: &[u8],
+) -> Option<(Header, V)> {
+    match wire.decode(bytes) {
+        Ok(decoded) => Some(decoded),
+        Err(error) => {
+            tracing::warn!(key = %key, %error, "unusable envelope in the shared store, treated as a miss");
+            store.count_decode_failure();
+            None
+        }
+    }
 }

@@ -147,6 +147,11 @@ impl RedisStore {
     /// Connects lazily: only a malformed URL fails here. Must run inside a Tokio runtime,
     /// which then runs the heartbeat and the subscription.
     pub(crate) fn connect(config: RedisConfig) -> Result<Self, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Backend(
+                "the Redis store needs a Tokio runtime to run its connections in".into(),
+            ));
+        }
         let backend = |e: RedisError| StoreError::Backend(e.to_string());
         let info = config
             .url
@@ -214,8 +219,9 @@ impl Inner {
         F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        // Refused calls are not errors of Redis: the breaker's state and time degraded
+        // account for them.
         let Some(pass) = self.breaker.pass() else {
-            bump(&self.counters.errors);
             return Err(StoreError::Unavailable);
         };
         let timeout = self.config.response_timeout;

@@ -1,11 +1,13 @@
 //! The Redis backend against a real `redis-server` each test starts for itself.
 use super::*;
-use crate::store::shared::{BreakerState, NoticeKind};
+use crate::store::shared::{decode_envelope, BreakerState, NoticeKind};
 use crate::store::wire::{Header, Wire};
 use std::future::Future;
 use testkit::RedisServer;
 
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Scheduling slack on top of the response timeout, for a machine busy compiling.
+const SLACK: Duration = Duration::from_millis(200);
 /// Generous bound for anything that must happen "at once" on a loaded machine.
 const PROMPTLY: Duration = Duration::from_secs(5);
 
@@ -334,10 +336,9 @@ async fn foreign_bytes_wrong_types_and_keys_without_ttl_never_wedge_a_key() {
     let read = within(PROMPTLY, store.read(&corrupt, miss_lease()))
         .await
         .unwrap();
-    assert!(wire
-        .decode::<String>(read.envelope.as_deref().unwrap())
-        .is_err());
-    store.count_decode_failure();
+    let bytes = read.envelope.as_deref().unwrap();
+    let decoded = decode_envelope::<String>(&store, &wire, &corrupt, bytes);
+    assert_eq!(decoded, None);
     assert_eq!(store.stats().decode_failures, 1);
     let Lease::Granted { fence } = read.lease else {
         panic!("{:?}", read.lease)
@@ -501,7 +502,7 @@ async fn an_unreachable_redis_at_start_up_only_fails_calls() {
     let store = RedisStore::connect(config(format!("redis://127.0.0.1:{port}/"))).unwrap();
     let started = Instant::now();
     assert!(store.read(&key("down"), None).await.is_err());
-    assert!(started.elapsed() < RESPONSE_TIMEOUT * 2);
+    assert!(started.elapsed() <= RESPONSE_TIMEOUT + SLACK);
 }
 
 /// Reads until one succeeds, within `bound`.
@@ -531,7 +532,7 @@ async fn a_killed_redis_fails_calls_fast_opens_the_breaker_and_recovers_after_re
         let started = Instant::now();
         let failed = store.read(&key, None).await;
         assert!(failed.is_err());
-        assert!(started.elapsed() <= RESPONSE_TIMEOUT + Duration::from_millis(100));
+        assert!(started.elapsed() <= RESPONSE_TIMEOUT + SLACK);
         if store.stats().breaker != BreakerState::Closed {
             break;
         }
