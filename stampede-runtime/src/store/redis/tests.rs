@@ -580,3 +580,83 @@ async fn a_black_holed_redis_answers_every_call_within_the_response_timeout() {
     redis.heal();
     recovered(&store, &key, PROMPTLY).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_lease_per_key_among_concurrent_readers_of_several_replicas() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<_> = (0..4).map(|_| Arc::new(store(&redis))).collect();
+    let key = key("contended");
+    let reads: Vec<_> = replicas
+        .iter()
+        .flat_map(|replica| (0..8).map(move |_| Arc::clone(replica)))
+        .map(|replica| {
+            let key = key.clone();
+            tokio::spawn(async move { replica.read(&key, miss_lease()).await.unwrap().lease })
+        })
+        .collect();
+    let (mut granted, mut held) = (0, 0);
+    for read in reads {
+        match within(PROMPTLY, read).await.unwrap() {
+            Lease::Granted { .. } => granted += 1,
+            Lease::HeldBy { .. } => held += 1,
+            Lease::NotTaken => panic!("nothing servable was stored"),
+        }
+    }
+    assert_eq!((granted, held), (1, 31));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_past_keep_until_stores_nothing_and_frees_the_lease() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("expired");
+    let read = store.read(&key, miss_lease()).await.unwrap();
+    let Lease::Granted { fence } = read.lease else {
+        panic!()
+    };
+    let mut late = publication(&read, fence, "late", None);
+    late.keep_until_ms = read.clock.now_ms().saturating_sub(60_000);
+    assert_eq!(
+        store.publish(&key, late).await,
+        Ok(Published::AlreadyExpired)
+    );
+    assert_eq!(redis.cli(&["EXISTS", key.value(), &key.lease()]), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_closes_the_breaker_without_any_caller() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    subscribed(&store).await;
+    let mut events = store.events();
+    redis.kill();
+    // Only the heartbeat talks to Redis from here on.
+    assert_eq!(
+        within(PROMPTLY, events.recv()).await.unwrap(),
+        StoreEvent::SubscriptionLost
+    );
+    within(PROMPTLY, async {
+        while store.stats().breaker == BreakerState::Closed {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    redis.restart();
+    assert_eq!(
+        within(PROMPTLY, events.recv()).await.unwrap(),
+        StoreEvent::Subscribed
+    );
+    within(PROMPTLY, async {
+        while store.stats().breaker != BreakerState::Closed {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!((store.stats().hits, store.stats().misses), (0, 0));
+}
