@@ -304,7 +304,7 @@ impl Inner {
             .source_version
             .map(version_digits)
             .unwrap_or_default();
-        let outcome: String = self
+        let (outcome, notices): (String, u64) = self
             .call(|mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
                 invocation
@@ -322,16 +322,13 @@ impl Inner {
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
+        self.counters
+            .notices_sent
+            .fetch_add(notices, Ordering::Relaxed);
         Ok(match outcome.as_str() {
-            "stored" => {
-                bump(&self.counters.notices_sent);
-                Published::Stored
-            }
+            "stored" => Published::Stored,
             "fence" => Published::RefusedByFence,
-            "version" => {
-                bump(&self.counters.notices_sent);
-                Published::RefusedBySourceVersion
-            }
+            "version" => Published::RefusedBySourceVersion,
             _ => Published::AlreadyExpired,
         })
     }
