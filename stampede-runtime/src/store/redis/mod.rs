@@ -213,8 +213,10 @@ impl RedisStore {
 
 impl Inner {
     /// Runs one call through the breaker, under the response timeout, retrying once on a
-    /// connection error (the reconnect gap) while time remains.
-    async fn call<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
+    /// connection error (the reconnect gap) while time remains, when `retry` allows: the
+    /// first attempt may have run before its connection broke, so only calls that may run
+    /// twice retry (a lease taken twice would leave a phantom lease of our own).
+    async fn call<T, F, Fut>(&self, retry: Retry, attempt: F) -> Result<T, StoreError>
     where
         F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -228,9 +230,10 @@ impl Inner {
         let outcome = tokio::time::timeout(timeout, async {
             match attempt(self.connection.clone()).await {
                 Err(e)
-                    if e.is_io_error()
-                        || e.is_connection_dropped()
-                        || e.is_connection_refusal() =>
+                    if retry == Retry::OnConnectionError
+                        && (e.is_io_error()
+                            || e.is_connection_dropped()
+                            || e.is_connection_refusal()) =>
                 {
                     attempt(self.connection.clone()).await
                 }
@@ -263,8 +266,13 @@ impl Inner {
             ),
         };
         let fence_keep = millis(FENCE_KEEP).max(ttl);
+        let retry = if lease.is_some() {
+            Retry::Never
+        } else {
+            Retry::OnConnectionError
+        };
         let (now, envelope, fence, lease, left): (u64, Option<Vec<u8>>, u64, String, u64) = self
-            .call(|mut connection| {
+            .call(retry, |mut connection| {
                 let mut invocation = self.scripts.read.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -305,7 +313,7 @@ impl Inner {
             .map(version_digits)
             .unwrap_or_default();
         let (outcome, notices): (String, u64) = self
-            .call(|mut connection| {
+            .call(Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -340,7 +348,7 @@ impl Inner {
     ) -> Result<Invalidated, StoreError> {
         let version = source_version.map(version_digits).unwrap_or_default();
         let fence: i64 = self
-            .call(|mut connection| {
+            .call(Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.invalidate.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -367,7 +375,7 @@ impl Inner {
 
     async fn release(&self, key: &EntryKey, fence: u64) -> Result<bool, StoreError> {
         let released: i64 = self
-            .call(|mut connection| {
+            .call(Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.release.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -386,6 +394,14 @@ impl Inner {
         }
         Ok(released == 1)
     }
+}
+
+/// Whether a call may be sent again after a connection error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Running it twice does no harm (a second notice, a second fence raise).
+    OnConnectionError,
+    Never,
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -424,7 +440,7 @@ async fn heartbeat(inner: Weak<Inner>, mut subscriber: ConnectionManager) {
         ticks.tick().await;
         let Some(inner) = inner.upgrade() else { return };
         let _ = inner
-            .call(|mut connection| async move {
+            .call(Retry::OnConnectionError, |mut connection| async move {
                 redis::cmd("PING").query_async::<()>(&mut connection).await
             })
             .await;
