@@ -263,7 +263,9 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     /// waiter must then wait out the lease (bounded) instead of re-reading in a loop.
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake>;
 
-    /// Every notice and subscription change, for tiered nodes.
+    /// Every notice and subscription change, for tiered nodes. A receiver that falls
+    /// behind gets `Lagged`: notices were skipped, so it must treat it as a lost
+    /// subscription.
     fn events(&self) -> broadcast::Receiver<StoreEvent>;
 
     /// Records an envelope the loader read but could not decode.

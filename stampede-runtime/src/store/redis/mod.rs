@@ -439,6 +439,7 @@ async fn heartbeat(inner: Weak<Inner>, mut subscriber: ConnectionManager) {
     loop {
         ticks.tick().await;
         let Some(inner) = inner.upgrade() else { return };
+        inner.hub.prune();
         let _ = inner
             .call(Retry::OnConnectionError, |mut connection| async move {
                 redis::cmd("PING").query_async::<()>(&mut connection).await

@@ -64,6 +64,14 @@ impl NoticeHub {
         receiver
     }
 
+    /// Drops waiters that gave up on keys no notice has named since.
+    pub(crate) fn prune(&self) {
+        self.waiters().retain(|_, list| {
+            list.retain(|waiter| !waiter.is_closed());
+            !list.is_empty()
+        });
+    }
+
     pub(crate) fn events(&self) -> broadcast::Receiver<StoreEvent> {
         self.events.subscribe()
     }
@@ -161,6 +169,17 @@ mod tests {
             Wake::Notice(Notice { own: true, .. })
         ));
         assert_eq!(hub.received(), 2);
+    }
+
+    #[test]
+    fn waiters_that_gave_up_are_pruned() {
+        let hub = NoticeHub::new("n1".into());
+        hub.set_subscribed(true);
+        drop(hub.watch("gone"));
+        let _kept = hub.watch("kept");
+        hub.prune();
+        let keys: Vec<String> = hub.waiters().keys().cloned().collect();
+        assert_eq!(keys, ["kept"]);
     }
 
     #[test]
