@@ -1,0 +1,19 @@
+-- invalidate(value, lease, fence, mark; channel, node, fence_keep_ms, version or '', mark_keep_ms)
+--   -> the new fence, or -1 when the version arrived late
+-- Raising the fence refuses every publish of a load that started before; deleting the
+-- lease lets the next reader load at once instead of waiting for the fenced-out owner.
+local now = now_ms()
+local head = header(get_string(KEYS[1]))
+local version = version_or_nil(ARGV[4])
+if version ~= nil then
+  local mark = version_or_nil(get_string(KEYS[4]))
+  if mark ~= nil and not version_above(version, mark) then return -1 end
+  if head ~= nil and head.version ~= nil and not version_above(version, head.version) then
+    return -1
+  end
+end
+local fence = raise_fence(now, head and head.fence, ARGV[3])
+if version ~= nil then redis.call('SET', KEYS[4], version, 'PX', ARGV[5]) end
+redis.call('DEL', KEYS[1], KEYS[2])
+notice(ARGV[1], 'i', fence, ARGV[2])
+return fence

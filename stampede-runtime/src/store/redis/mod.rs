@@ -1,0 +1,538 @@
+//! The Redis backend of the shared store.
+//!
+//! One lazily connected, multiplexed `ConnectionManager` carries every call of one store
+//! (one store per runtime, that is per replica); a second, RESP3 one carries the notice
+//! subscription ([`notices`]). An unreachable Redis at start-up is not an error: calls
+//! fail until it answers, and the loader falls back to memory meanwhile.
+//!
+//! # Every call is bounded
+//! Each call runs under the response timeout (default 250 ms) on top of the client's own,
+//! because the client's reconnect attempts can otherwise outlast it. A connection error
+//! is retried once within the same deadline: after an outage the first command may get
+//! the old connection's error while the next one works. The [`breaker`] turns repeated
+//! failures into instant ones, and a heartbeat PING about once a second probes an open
+//! breaker and keeps reconnecting while nobody calls, so recovery needs no caller and no
+//! restart.
+//!
+//! # The scripts
+//! Each operation is one Lua script (`lua/*.lua`, sharing `lua/prelude.lua`) sent with
+//! EVALSHA and reloaded on NOSCRIPT (after a restart, failover or `SCRIPT FLUSH`):
+//! - `read`: the value, the server's `TIME`, the fence and, when asked, the lease;
+//! - `publish`: stores only under the current fence and a source version not older than
+//!   the key's mark, with PX = keep_until − server now, releases the owner's lease, then
+//!   announces it;
+//! - `invalidate`: raises the fence (and, with a source version, the mark), deletes the
+//!   value and the lease, announces it;
+//! - `release`: deletes the lease only if it still holds the owner's fence.
+mod breaker;
+mod notices;
+
+use super::keys::{notice_channel, EntryKey};
+use super::shared::{
+    Invalidated, Lease, LeaseFor, LeaseRequest, Publication, Published, Read, ServerClock,
+    SharedStats, SharedStore, StoreError, StoreEvent, Wake,
+};
+use super::wire::version_digits;
+use breaker::Breaker;
+use futures_util::future::BoxFuture;
+use notices::NoticeHub;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{
+    Client, IntoConnectionInfo, ProtocolVersion, PushKind, RedisError, RedisResult, Script,
+};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Unless configured: how long one call may take before it counts as failed.
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Unless configured: consecutive failures that open the breaker.
+pub(crate) const DEFAULT_BREAKER_FAILURES: u32 = 3;
+/// Unless configured: how long the breaker stays open before a probe.
+pub(crate) const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long a fence counter outlives its last raise. A lost counter is safe (it restarts
+/// above every earlier fence), so this only bounds memory for keys no longer used.
+const FENCE_KEEP: Duration = Duration::from_secs(3600);
+/// How long a source-version mark outlives its last invalidation: the longest an
+/// invalidation or a lagging publish may be delayed and still be recognized as late.
+const MARK_KEEP: Duration = Duration::from_secs(24 * 3600);
+
+/// How to reach Redis and how patient to be with it.
+#[derive(Debug, Clone)]
+pub(crate) struct RedisConfig {
+    pub(crate) url: String,
+    /// The first segment of every key, and the notice channel's name.
+    pub(crate) prefix: String,
+    pub(crate) response_timeout: Duration,
+    pub(crate) breaker_failures: u32,
+    pub(crate) breaker_cooldown: Duration,
+    pub(crate) heartbeat: Duration,
+}
+
+impl RedisConfig {
+    pub(crate) fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            prefix: "stampede".into(),
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            breaker_failures: DEFAULT_BREAKER_FAILURES,
+            breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+}
+
+struct Scripts {
+    read: Script,
+    publish: Script,
+    invalidate: Script,
+    release: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let prelude = include_str!("lua/prelude.lua");
+        let script = |body: &str| Script::new(&format!("{prelude}\n{body}"));
+        Self {
+            read: script(include_str!("lua/read.lua")),
+            publish: script(include_str!("lua/publish.lua")),
+            invalidate: script(include_str!("lua/invalidate.lua")),
+            release: script(include_str!("lua/release.lua")),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+    decode_failures: AtomicU64,
+    notices_sent: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Inner {
+    config: RedisConfig,
+    connection: ConnectionManager,
+    channel: String,
+    scripts: Scripts,
+    breaker: Breaker,
+    hub: NoticeHub,
+    counters: Counters,
+}
+
+/// A shared store in one Redis server. Dropping it stops its background tasks.
+pub(crate) struct RedisStore {
+    inner: Arc<Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl RedisStore {
+    /// Connects lazily: only a malformed URL fails here. Must run inside a Tokio runtime,
+    /// which then runs the heartbeat and the subscription.
+    pub(crate) fn connect(config: RedisConfig) -> Result<Self, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Backend(
+                "the Redis store needs a Tokio runtime to run its connections in".into(),
+            ));
+        }
+        let backend = |e: RedisError| StoreError::Backend(e.to_string());
+        let info = config
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(backend)?;
+        // The store's own deadline bounds every call; the client's are a backstop.
+        let client_config = || {
+            ConnectionManagerConfig::new()
+                .set_response_timeout(Some(config.response_timeout))
+                .set_connection_timeout(Some(config.response_timeout))
+                .set_number_of_retries(1)
+        };
+        let connection = ConnectionManager::new_lazy_with_config(
+            Client::open(info.clone()).map_err(backend)?,
+            client_config(),
+        )
+        .map_err(backend)?;
+
+        let resp3 = info.clone().set_redis_settings(
+            info.redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3),
+        );
+        let (push_sender, pushes) = mpsc::unbounded_channel();
+        let subscriber = ConnectionManager::new_lazy_with_config(
+            Client::open(resp3).map_err(backend)?,
+            client_config()
+                .set_push_sender(push_sender)
+                .set_automatic_resubscription(),
+        )
+        .map_err(backend)?;
+
+        let inner = Arc::new(Inner {
+            channel: notice_channel(&config.prefix),
+            breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
+            hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
+            scripts: Scripts::new(),
+            counters: Counters::default(),
+            connection,
+            config,
+        });
+        let tasks = vec![
+            tokio::spawn(receive_pushes(Arc::downgrade(&inner), pushes)),
+            tokio::spawn(heartbeat(Arc::downgrade(&inner), subscriber)),
+        ];
+        Ok(Self { inner, tasks })
+    }
+
+    /// Whether the notice subscription is up; `wait_for(|up| *up)` to wait for it.
+    pub(crate) fn subscription(&self) -> watch::Receiver<bool> {
+        self.inner.hub.subscription()
+    }
+
+    pub(crate) fn prefix(&self) -> &str {
+        &self.inner.config.prefix
+    }
+}
+
+impl Inner {
+    /// Runs one call through the breaker, under the response timeout, retrying once on a
+    /// connection error (the reconnect gap) while time remains, when `retry` allows: the
+    /// first attempt may have run before its connection broke, so only calls that may run
+    /// twice retry (a lease taken twice would leave a phantom lease of our own).
+    async fn call<T, F, Fut>(&self, retry: Retry, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        // Refused calls are not errors of Redis: the breaker's state and time degraded
+        // account for them.
+        let Some(pass) = self.breaker.pass() else {
+            return Err(StoreError::Unavailable);
+        };
+        let timeout = self.config.response_timeout;
+        let outcome = tokio::time::timeout(timeout, async {
+            match attempt(self.connection.clone()).await {
+                Err(e)
+                    if retry == Retry::OnConnectionError
+                        && (e.is_io_error()
+                            || e.is_connection_dropped()
+                            || e.is_connection_refusal()) =>
+                {
+                    attempt(self.connection.clone()).await
+                }
+                other => other,
+            }
+        })
+        .await;
+        let result = match outcome {
+            Ok(Ok(value)) => {
+                self.breaker.succeeded(pass);
+                return Ok(value);
+            }
+            Ok(Err(e)) => StoreError::Backend(e.to_string()),
+            Err(_) => StoreError::Timeout(timeout),
+        };
+        self.breaker.failed(pass);
+        bump(&self.counters.errors);
+        Err(result)
+    }
+
+    async fn read(&self, key: &EntryKey, lease: Option<LeaseRequest>) -> Result<Read, StoreError> {
+        let (mode, ttl) = match lease {
+            None => ("none", 0),
+            Some(LeaseRequest { purpose, ttl }) => (
+                match purpose {
+                    LeaseFor::Miss => "miss",
+                    LeaseFor::Refresh => "refresh",
+                },
+                millis(ttl).max(1),
+            ),
+        };
+        let fence_keep = millis(FENCE_KEEP).max(ttl);
+        let retry = if lease.is_some() {
+            Retry::Never
+        } else {
+            Retry::OnConnectionError
+        };
+        let (now, envelope, fence, lease, left): (u64, Option<Vec<u8>>, u64, String, u64) = self
+            .call(retry, |mut connection| {
+                let mut invocation = self.scripts.read.prepare_invoke();
+                invocation
+                    .key(key.value())
+                    .key(key.lease())
+                    .key(key.fence());
+                invocation.arg(mode).arg(ttl).arg(fence_keep);
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        let received = Instant::now();
+        bump(if envelope.is_some() {
+            &self.counters.hits
+        } else {
+            &self.counters.misses
+        });
+        let lease = match lease.as_str() {
+            "granted" => Lease::Granted { fence },
+            "held" => Lease::HeldBy {
+                remaining: Duration::from_millis(left),
+            },
+            _ => Lease::NotTaken,
+        };
+        Ok(Read {
+            clock: ServerClock::new(now, received),
+            envelope,
+            fence,
+            lease,
+        })
+    }
+
+    async fn publish(
+        &self,
+        key: &EntryKey,
+        publication: Publication,
+    ) -> Result<Published, StoreError> {
+        let version = publication
+            .source_version
+            .map(version_digits)
+            .unwrap_or_default();
+        let (outcome, notices): (String, u64) = self
+            .call(Retry::OnConnectionError, |mut connection| {
+                let mut invocation = self.scripts.publish.prepare_invoke();
+                invocation
+                    .key(key.value())
+                    .key(key.lease())
+                    .key(key.fence())
+                    .key(key.source_version());
+                invocation
+                    .arg(publication.fence.to_string())
+                    .arg(publication.envelope.as_slice())
+                    .arg(publication.keep_until_ms)
+                    .arg(version.as_str())
+                    .arg(self.channel.as_str())
+                    .arg(self.hub.node());
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        self.counters
+            .notices_sent
+            .fetch_add(notices, Ordering::Relaxed);
+        Ok(match outcome.as_str() {
+            "stored" => Published::Stored,
+            "fence" => Published::RefusedByFence,
+            "version" => Published::RefusedBySourceVersion,
+            _ => Published::AlreadyExpired,
+        })
+    }
+
+    async fn invalidate(
+        &self,
+        key: &EntryKey,
+        source_version: Option<u64>,
+    ) -> Result<Invalidated, StoreError> {
+        let version = source_version.map(version_digits).unwrap_or_default();
+        let fence: i64 = self
+            .call(Retry::OnConnectionError, |mut connection| {
+                let mut invocation = self.scripts.invalidate.prepare_invoke();
+                invocation
+                    .key(key.value())
+                    .key(key.lease())
+                    .key(key.fence())
+                    .key(key.source_version());
+                invocation
+                    .arg(self.channel.as_str())
+                    .arg(self.hub.node())
+                    .arg(millis(FENCE_KEEP))
+                    .arg(version.as_str())
+                    .arg(millis(MARK_KEEP));
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        Ok(match u64::try_from(fence) {
+            Ok(fence) => {
+                bump(&self.counters.notices_sent);
+                Invalidated::Fenced { fence }
+            }
+            Err(_) => Invalidated::Late,
+        })
+    }
+
+    async fn release(&self, key: &EntryKey, fence: u64) -> Result<bool, StoreError> {
+        let released: i64 = self
+            .call(Retry::OnConnectionError, |mut connection| {
+                let mut invocation = self.scripts.release.prepare_invoke();
+                invocation
+                    .key(key.value())
+                    .key(key.lease())
+                    .key(key.fence())
+                    .key(key.source_version());
+                invocation
+                    .arg(fence.to_string())
+                    .arg(self.channel.as_str())
+                    .arg(self.hub.node());
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        if released == 1 {
+            bump(&self.counters.notices_sent);
+        }
+        Ok(released == 1)
+    }
+}
+
+/// Whether a call may be sent again after a connection error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Running it twice does no harm (a second notice, a second fence raise).
+    OnConnectionError,
+    Never,
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Feeds the subscription's pushes to the hub until the store is dropped.
+async fn receive_pushes(inner: Weak<Inner>, mut pushes: mpsc::UnboundedReceiver<redis::PushInfo>) {
+    while let Some(push) = pushes.recv().await {
+        let Some(inner) = inner.upgrade() else { return };
+        match push.kind {
+            PushKind::Message => {
+                if let Some(payload) = push.data.into_iter().nth(1) {
+                    if let Ok(payload) = redis::from_redis_value::<Vec<u8>>(payload) {
+                        inner.hub.deliver(&payload);
+                    }
+                }
+            }
+            PushKind::Subscribe => inner.hub.set_subscribed(true),
+            PushKind::Disconnection => inner.hub.set_subscribed(false),
+            _ => {}
+        }
+    }
+}
+
+/// About once a second: PING through the breaker (probing it when open, reconnecting
+/// while nobody calls) and keep the subscription up, subscribing again when it dropped.
+async fn heartbeat(inner: Weak<Inner>, mut subscriber: ConnectionManager) {
+    let period = match inner.upgrade() {
+        Some(inner) => inner.config.heartbeat,
+        None => return,
+    };
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        inner.hub.prune();
+        let _ = inner
+            .call(Retry::OnConnectionError, |mut connection| async move {
+                redis::cmd("PING").query_async::<()>(&mut connection).await
+            })
+            .await;
+        let timeout = inner.config.response_timeout;
+        if *inner.hub.subscription().borrow() {
+            let ping = redis::cmd("PING");
+            let answered =
+                tokio::time::timeout(timeout, ping.query_async::<()>(&mut subscriber)).await;
+            if !matches!(answered, Ok(Ok(()))) {
+                // A black hole never disconnects; a silent subscription is a lost one.
+                inner.hub.set_subscribed(false);
+            }
+        } else {
+            let channel = inner.channel.clone();
+            let subscribed = tokio::time::timeout(timeout, subscriber.subscribe(&channel)).await;
+            if matches!(subscribed, Ok(Ok(()))) {
+                inner.hub.set_subscribed(true);
+            }
+        }
+    }
+}
+
+impl SharedStore for RedisStore {
+    fn read<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        lease: Option<LeaseRequest>,
+    ) -> BoxFuture<'a, Result<Read, StoreError>> {
+        Box::pin(self.inner.read(key, lease))
+    }
+
+    fn publish<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        publication: Publication,
+    ) -> BoxFuture<'a, Result<Published, StoreError>> {
+        Box::pin(self.inner.publish(key, publication))
+    }
+
+    fn invalidate<'a>(
+        &'a self,
+        key: &'a EntryKey,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.inner.invalidate(key, None))
+    }
+
+    fn invalidate_at<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        source_version: u64,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.inner.invalidate(key, Some(source_version)))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        fence: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.inner.release(key, fence))
+    }
+
+    fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
+        self.inner.hub.watch(key.value())
+    }
+
+    fn events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.inner.hub.events()
+    }
+
+    fn count_decode_failure(&self) {
+        bump(&self.inner.counters.decode_failures);
+    }
+
+    fn stats(&self) -> SharedStats {
+        let counters = &self.inner.counters;
+        let (breaker_opened, degraded) = self.inner.breaker.degraded();
+        SharedStats {
+            hits: counters.hits.load(Ordering::Relaxed),
+            misses: counters.misses.load(Ordering::Relaxed),
+            errors: counters.errors.load(Ordering::Relaxed),
+            decode_failures: counters.decode_failures.load(Ordering::Relaxed),
+            notices_sent: counters.notices_sent.load(Ordering::Relaxed),
+            notices_received: self.inner.hub.received(),
+            breaker: self.inner.breaker.state(),
+            breaker_opened,
+            degraded,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

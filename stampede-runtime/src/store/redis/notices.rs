@@ -1,0 +1,198 @@
+//! The notice subscription: one RESP3 connection per store, demultiplexed per key.
+//!
+//! Publishes and invalidations announce themselves on the prefix's channel with a slim
+//! notice, `<kind> <fence> <node> <value key>` (kind `p` published, `i` invalidated, `r`
+//! lease released), never the value. The hub wakes the waiters registered for that key
+//! and forwards every notice to [`StoreEvent`] listeners (tiered nodes).
+//!
+//! Pub/sub is fire-and-forget: notices sent while the subscription is down are lost. So
+//! when it drops (a `Disconnection` push, or a heartbeat PING without answer) the hub
+//! wakes every waiter with [`Wake::SubscriptionLost`] and tells listeners to stop
+//! trusting their memory copies until it reports [`StoreEvent::Subscribed`] again.
+use crate::store::shared::{Notice, NoticeKind, StoreEvent, Wake};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use tokio::sync::{broadcast, oneshot, watch};
+
+/// How many events a slow listener may fall behind before it sees `Lagged`.
+const EVENT_BACKLOG: usize = 1024;
+
+pub(crate) struct NoticeHub {
+    /// This store's id in notices, so it can tell its own.
+    node: String,
+    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<Wake>>>>,
+    events: broadcast::Sender<StoreEvent>,
+    subscribed: watch::Sender<bool>,
+    /// Serializes subscription changes: the push task and the heartbeat both report them.
+    changing: Mutex<()>,
+    received: AtomicU64,
+}
+
+impl NoticeHub {
+    pub(crate) fn new(node: String) -> Self {
+        Self {
+            node,
+            waiters: Mutex::new(HashMap::new()),
+            events: broadcast::channel(EVENT_BACKLOG).0,
+            subscribed: watch::channel(false).0,
+            changing: Mutex::new(()),
+            received: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<oneshot::Sender<Wake>>>> {
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn watch(&self, key: &str) -> oneshot::Receiver<Wake> {
+        let (sender, receiver) = oneshot::channel();
+        if !*self.subscribed.borrow() {
+            // Nothing would wake it: the caller re-reads at once instead of waiting blind.
+            let _ = sender.send(Wake::SubscriptionLost);
+            return receiver;
+        }
+        let mut waiters = self.waiters();
+        let list = waiters.entry(key.to_owned()).or_default();
+        // Waiters that gave up (deadline, cancel) are dropped here rather than kept forever.
+        list.retain(|waiter| !waiter.is_closed());
+        list.push(sender);
+        receiver
+    }
+
+    /// Drops waiters that gave up on keys no notice has named since.
+    pub(crate) fn prune(&self) {
+        self.waiters().retain(|_, list| {
+            list.retain(|waiter| !waiter.is_closed());
+            !list.is_empty()
+        });
+    }
+
+    pub(crate) fn events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn subscription(&self) -> watch::Receiver<bool> {
+        self.subscribed.subscribe()
+    }
+
+    pub(crate) fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// A message on the channel; malformed ones are ignored (they are not ours).
+    pub(crate) fn deliver(&self, payload: &[u8]) {
+        let Some(notice) = self.parse(payload) else {
+            return;
+        };
+        self.received.fetch_add(1, Ordering::Relaxed);
+        if let Some(waiters) = self.waiters().remove(&notice.key) {
+            for waiter in waiters {
+                let _ = waiter.send(Wake::Notice(notice.clone()));
+            }
+        }
+        let _ = self.events.send(StoreEvent::Notice(notice));
+    }
+
+    fn parse(&self, payload: &[u8]) -> Option<Notice> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut parts = text.splitn(4, ' ');
+        let kind = match parts.next()? {
+            "p" => NoticeKind::Published,
+            "i" => NoticeKind::Invalidated,
+            "r" => NoticeKind::Released,
+            _ => return None,
+        };
+        let fence = parts.next()?.parse().ok()?;
+        let own = parts.next()? == self.node;
+        let key = parts.next()?.to_owned();
+        Some(Notice {
+            kind,
+            key,
+            fence,
+            own,
+        })
+    }
+
+    /// Records a subscription change; only a change is announced, to listeners first, so
+    /// whoever sees the new state through [`NoticeHub::subscription`] and then listens
+    /// gets only later events.
+    pub(crate) fn set_subscribed(&self, subscribed: bool) {
+        let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        if *self.subscribed.borrow() == subscribed {
+            return;
+        }
+        if subscribed {
+            let _ = self.events.send(StoreEvent::Subscribed);
+            self.subscribed.send_replace(true);
+            return;
+        }
+        self.subscribed.send_replace(false);
+        let waiters = std::mem::take(&mut *self.waiters());
+        for waiter in waiters.into_values().flatten() {
+            let _ = waiter.send(Wake::SubscriptionLost);
+        }
+        let _ = self.events.send(StoreEvent::SubscriptionLost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_wake_only_their_keys_waiters_and_tell_their_own() {
+        let hub = NoticeHub::new("n1".into());
+        hub.set_subscribed(true);
+        let mut a = hub.watch("k:{a}");
+        let mut b = hub.watch("k:{b}");
+        hub.deliver(b"p 17 n2 k:{a}");
+        match a.try_recv().unwrap() {
+            Wake::Notice(notice) => {
+                assert_eq!(notice.kind, NoticeKind::Published);
+                assert_eq!(
+                    (notice.key.as_str(), notice.fence, notice.own),
+                    ("k:{a}", 17, false)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(b.try_recv().is_err());
+        hub.deliver(b"garbage");
+        hub.deliver(b"i 18 n1 k:{b}");
+        assert!(matches!(
+            b.try_recv().unwrap(),
+            Wake::Notice(Notice { own: true, .. })
+        ));
+        assert_eq!(hub.received(), 2);
+    }
+
+    #[test]
+    fn waiters_that_gave_up_are_pruned() {
+        let hub = NoticeHub::new("n1".into());
+        hub.set_subscribed(true);
+        drop(hub.watch("gone"));
+        let _kept = hub.watch("kept");
+        hub.prune();
+        let keys: Vec<String> = hub.waiters().keys().cloned().collect();
+        assert_eq!(keys, ["kept"]);
+    }
+
+    #[test]
+    fn a_lost_subscription_wakes_every_waiter_and_new_ones_at_once() {
+        let hub = NoticeHub::new("n1".into());
+        hub.set_subscribed(true);
+        let mut events = hub.events();
+        let mut waiter = hub.watch("k");
+        hub.set_subscribed(false);
+        assert_eq!(waiter.try_recv().unwrap(), Wake::SubscriptionLost);
+        assert_eq!(hub.watch("k").try_recv().unwrap(), Wake::SubscriptionLost);
+        assert_eq!(events.try_recv().unwrap(), StoreEvent::SubscriptionLost);
+        hub.set_subscribed(true);
+        assert_eq!(events.try_recv().unwrap(), StoreEvent::Subscribed);
+    }
+}

@@ -1,0 +1,181 @@
+use super::*;
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Profile {
+    name: String,
+    visits: u64,
+    tags: Vec<String>,
+}
+
+fn header() -> Header {
+    Header {
+        fresh_until_ms: 1_700_000_001_000,
+        stale_until_ms: 1_700_000_002_000,
+        keep_until_ms: 1_700_000_003_000,
+        loaded_at_ms: 1_700_000_000_000,
+        delta: 0.25,
+        fence: 7,
+        source_version: Some(u64::MAX),
+    }
+}
+
+fn profile() -> Profile {
+    Profile {
+        name: "ada".into(),
+        visits: 3,
+        tags: vec!["a".into(), "b".into()],
+    }
+}
+
+#[test]
+fn an_envelope_round_trips_with_its_header() {
+    let wire = Wire::default();
+    let bytes = wire.encode(&header(), &profile()).unwrap();
+    assert_eq!(&bytes[..4], b"STPD");
+    assert_eq!(&bytes[54..74], b"18446744073709551615");
+    assert_eq!(
+        wire.decode::<Profile>(&bytes).unwrap(),
+        (header(), profile())
+    );
+    let absent = Header {
+        source_version: None,
+        ..header()
+    };
+    let bytes = wire.encode(&absent, &profile()).unwrap();
+    assert_eq!(wire.decode::<Profile>(&bytes).unwrap().0, absent);
+}
+
+#[test]
+fn unknown_versions_and_foreign_bytes_are_errors() {
+    let wire = Wire::default();
+    let mut bytes = wire.encode(&header(), &profile()).unwrap();
+    bytes[4] = 2;
+    assert_eq!(
+        wire.decode::<Profile>(&bytes),
+        Err(WireError::UnknownVersion(2))
+    );
+    assert_eq!(
+        wire.decode::<Profile>(b"hello world"),
+        Err(WireError::NotAnEnvelope)
+    );
+    assert_eq!(
+        wire.decode::<Profile>(b"ST"),
+        Err(WireError::Truncated { len: 2 })
+    );
+}
+
+#[test]
+fn truncated_values_are_errors() {
+    let wire = Wire::default();
+    let bytes = wire.encode(&header(), &profile()).unwrap();
+    for len in 0..bytes.len() {
+        assert!(
+            wire.decode::<Profile>(&bytes[..len]).is_err(),
+            "{len} bytes decoded"
+        );
+    }
+}
+
+#[test]
+fn values_over_the_limit_are_refused_both_ways() {
+    let small = Wire::new(16);
+    let big = Profile {
+        name: "x".repeat(64),
+        ..profile()
+    };
+    assert!(matches!(
+        small.encode(&header(), &big),
+        Err(WireError::Oversized { .. })
+    ));
+    let bytes = Wire::default().encode(&header(), &big).unwrap();
+    assert!(matches!(
+        small.decode::<Profile>(&bytes),
+        Err(WireError::Oversized { .. })
+    ));
+}
+
+#[test]
+fn a_value_of_another_type_is_an_error() {
+    let wire = Wire::default();
+    let bytes = wire.encode(&header(), &profile()).unwrap();
+    assert!(wire.decode::<u8>(&bytes).is_err());
+    assert!(wire
+        .decode::<(String, u64, Vec<String>, u8)>(&bytes)
+        .is_err());
+    let bytes = wire.encode(&header(), &"text".to_string()).unwrap();
+    assert!(wire.decode::<Profile>(&bytes).is_err());
+}
+
+#[test]
+fn a_length_prefix_claiming_gigabytes_is_an_error_not_an_allocation() {
+    let wire = Wire::default();
+    let mut bytes = wire.encode(&header(), &Vec::<u8>::new()).unwrap();
+    bytes.truncate(HEADER_LEN);
+    // Varint tag 253 + u64: a vector of 2^62 bytes.
+    bytes.push(253);
+    bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());
+    assert!(wire.decode::<Vec<u8>>(&bytes).is_err());
+    assert!(wire.decode::<String>(&bytes).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let wire = Wire::default();
+        let _ = wire.decode::<Profile>(&bytes);
+        let _ = wire.decode::<String>(&bytes);
+        let _ = wire.decode::<Vec<u64>>(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_bodies_behind_a_valid_header_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let wire = Wire::default();
+        let mut bytes = wire.encode(&header(), &()).unwrap();
+        bytes.extend_from_slice(&body);
+        let _ = wire.decode::<Profile>(&bytes);
+        let _ = wire.decode::<Vec<String>>(&bytes);
+    }
+
+    #[test]
+    fn mutated_envelopes_never_panic(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let wire = Wire::default();
+        let mut bytes = wire.encode(&header(), &profile()).unwrap();
+        for (at, byte) in flips {
+            let at = at.index(bytes.len());
+            bytes[at] = byte;
+        }
+        let len = cut.index(bytes.len() + 1);
+        if let Ok((header, _)) = wire.decode::<Profile>(&bytes[..len]) {
+            prop_assert!(header.fresh_until_ms <= header.stale_until_ms);
+        }
+    }
+
+    #[test]
+    fn any_header_round_trips(
+        mut deadlines in proptest::array::uniform4(any::<u64>()),
+        delta in 0.0f64..1e9,
+        fence in any::<u64>(),
+        source_version in proptest::option::of(any::<u64>()),
+    ) {
+        deadlines[..3].sort_unstable();
+        let header = Header {
+            fresh_until_ms: deadlines[0],
+            stale_until_ms: deadlines[1],
+            keep_until_ms: deadlines[2],
+            loaded_at_ms: deadlines[3],
+            delta,
+            fence,
+            source_version,
+        };
+        let wire = Wire::default();
+        let bytes = wire.encode(&header, &profile()).unwrap();
+        prop_assert_eq!(wire.decode::<Profile>(&bytes).unwrap(), (header, profile()));
+    }
+}

@@ -1,0 +1,66 @@
+//! Test support for stampede's shared-store tests: a throwaway `redis-server` on a free
+//! loopback port, reached through a TCP proxy that can stop forwarding (a black hole) and
+//! resume.
+//!
+//! Tests never touch a Redis they did not start: each one starts its own server (or uses a
+//! prefix of its own), so the suite runs in parallel and can kill, restart and black-hole
+//! the server without disturbing anything else.
+//!
+//! ```no_run
+//! let Some(redis) = testkit::RedisServer::start() else { return }; // skipped, said why
+//! let url = redis.url(); // through the proxy: redis.black_hole() freezes it
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod proxy;
+mod server;
+
+pub use proxy::Proxy;
+pub use server::{RedisServer, REQUIRE_REDIS_VAR};
+
+#[cfg(test)]
+mod tests {
+    use super::RedisServer;
+
+    #[test]
+    fn black_hole_holds_replies_until_healed() {
+        use std::io::{Read, Write};
+        use std::time::Duration;
+        let Some(redis) = RedisServer::start() else {
+            return;
+        };
+        let mut stream = std::net::TcpStream::connect(redis.proxy().addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").unwrap();
+        stream.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"+PONG\r\n");
+
+        redis.black_hole();
+        stream.write_all(b"PING\r\n").unwrap();
+        let held = stream.read(&mut reply);
+        assert!(held.is_err(), "a black hole answers nothing: {held:?}");
+
+        redis.heal();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"+PONG\r\n");
+    }
+
+    #[test]
+    fn restart_comes_back_empty_on_the_same_port() {
+        let Some(mut redis) = RedisServer::start() else {
+            return;
+        };
+        assert_eq!(redis.cli(&["SET", "k", "v"]), "OK");
+        let port = redis.port();
+        redis.restart();
+        assert_eq!(redis.port(), port);
+        assert_eq!(redis.cli(&["EXISTS", "k"]), "0");
+    }
+}
