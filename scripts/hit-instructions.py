@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTESTANTS = ("stampede", "moka")
+CONTESTANTS = ("stampede", "stampede-load", "moka", "moka-ttl")
 
 
 def build():
@@ -44,7 +44,8 @@ def instructions(binary, contestant, hits, out_dir):
         ["valgrind", "--tool=callgrind", "--toggle-collect=*hit_instructions*measured*",
          "--dump-instr=yes", f"--callgrind-out-file={out}", str(binary), contestant, str(hits)],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # Main thread only: the stampede-clock thread ticks with wall time, not with hits.
+    # Only `measured` and what it calls: the stampede-clock thread ticks with wall time,
+    # not with hits, and is left out.
     text = out.read_text()
     match = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.MULTILINE)
     if not match:
@@ -77,6 +78,9 @@ def main():
     print(f"  stampede (#[cached])      {per_hit['stampede']:8,.0f}")
     print(f"  moka::sync get (default)  {per_hit['moka']:8,.0f}")
     print(f"  ratio                     {per_hit['stampede'] / per_hit['moka']:8.2f}x")
+    print("for reference:")
+    print(f"  stampede, Cache::load     {per_hit['stampede-load']:8,.0f}")
+    print(f"  moka::sync get, ttl       {per_hit['moka-ttl']:8,.0f}")
 
 
 if __name__ == "__main__":
