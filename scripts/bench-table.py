@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Turns one `cargo bench` run into the README's benchmark tables.
+"""Turns one `cargo bench -p stampede-benches` run into the README's benchmark tables.
 
 Reads criterion's output (`target/criterion/<group>/<contestant>/new/{benchmark,estimates}.json`)
 and the counts the miss-storm and churn groups leave beside it (`<group>/notes.json`), and
 prints Markdown: the machine line, one table per group, and the issue's targets as ratios.
 
-    cargo bench
+    cargo bench -p stampede-benches
     python3 scripts/bench-table.py                       # print the tables
     python3 scripts/bench-table.py --memory              # also run the memory example
     python3 scripts/bench-table.py --memory --write README.md
@@ -214,7 +214,8 @@ def targets(fresh, contended, storm, storm_notes):
 
 
 def memory_tables():
-    run = subprocess.run(["cargo", "run", "--quiet", "--release", "--example", "memory"],
+    run = subprocess.run(["cargo", "run", "--quiet", "--release", "-p", "stampede-benches",
+                          "--example", "memory"],
                          cwd=ROOT, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"the memory example failed:\n{run.stderr}")
@@ -226,7 +227,7 @@ def main():
     parser.add_argument("--dir", type=Path, default=None,
                         help="criterion's output directory (default: target/criterion)")
     parser.add_argument("--memory", action="store_true",
-                        help="also run `cargo run --release --example memory` and add its tables")
+                        help="also run the memory example (package stampede-benches) and add its tables")
     parser.add_argument("--note", default="",
                         help="a sentence about the run, printed under the machine line")
     parser.add_argument("--write", type=Path, metavar="README",
@@ -240,7 +241,7 @@ def main():
     churn, t4 = load_group(base, "churn")
     storm_notes, churn_notes = load_notes(base, "miss_storm"), load_notes(base, "churn")
     if not (fresh or contended or storm or churn):
-        sys.exit(f"no criterion results under {base}: run `cargo bench` first")
+        sys.exit(f"no criterion results under {base}: run `cargo bench -p stampede-benches` first")
 
     out = [machine_line(max(t1, t2, t3, t4)),
            "The figures are one run on this 2-core machine; the ratios are what carries over."
@@ -255,7 +256,7 @@ def main():
     out += ["Targets from the issue, as ratios from this run:", ""]
     out += targets(fresh, contended, storm, storm_notes) + [""]
     if args.memory:
-        out += ["Memory (`cargo run --release --example memory`, same machine):", ""]
+        out += ["Memory (`cargo run --release -p stampede-benches --example memory`, same machine):", ""]
         out += memory_tables() + [""]
     text = "\n".join(out).rstrip() + "\n"
 

@@ -57,8 +57,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(String::new());
+        match flag.as_str() {
+            "--help" | "-h" => return Err(String::new()),
+            "--keys" | "--callers" | "--origin-ms" | "--limit" | "--queue-ms" => {}
+            other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number = match value.parse::<u64>() {
@@ -75,7 +77,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             "--origin-ms" => settings.origin_latency = Duration::from_millis(number),
             "--limit" => settings.limit = number as usize,
             "--queue-ms" => settings.short_queue = Duration::from_millis(number),
-            other => return Err(format!("unknown flag `{other}`")),
+            _ => unreachable!("every flag was matched above"),
         }
     }
     Ok(settings)

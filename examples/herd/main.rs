@@ -31,11 +31,17 @@ struct Settings {
 
 const USAGE: &str =
     "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--chart SVG]
+       herd --flush [--keys N] [--callers N] [--origin-ms MS] [--limit N] [--queue-ms MS]
+
+One hot key under steady load, once per strategy:
   --rate        requests per second on the hot key (default 2000)
   --duration    seconds of load per strategy (default 3)
   --origin-ms   origin latency in milliseconds (default 50)
   --chart       also draw origin calls per 100 ms for each strategy into this SVG file
-Values are fresh for 500 ms (the strategies' #[cached] attributes).";
+Values are fresh for 500 ms (the strategies' #[cached] attributes).
+
+--flush: many keys expiring together, with and without an admission limit
+(`herd --flush --help` lists its flags).";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings {
@@ -46,8 +52,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(String::new());
+        match flag.as_str() {
+            "--help" | "-h" => return Err(String::new()),
+            "--rate" | "--duration" | "--origin-ms" | "--chart" => {}
+            other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number = |what: &str| -> Result<u64, String> {
@@ -65,7 +73,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
                 settings.origin_latency = Duration::from_millis(number("milliseconds")?)
             }
             "--chart" => settings.chart = Some(PathBuf::from(value)),
-            other => return Err(format!("unknown flag `{other}`")),
+            _ => unreachable!("every flag was matched above"),
         }
     }
     Ok(settings)
@@ -245,15 +253,12 @@ fn main() -> ExitCode {
     let settings = match parse(std::env::args().skip(1)) {
         Ok(settings) => settings,
         Err(message) => {
-            if !message.is_empty() {
-                eprintln!("herd: {message}");
+            if message.is_empty() {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
             }
-            eprintln!("{USAGE}");
-            return if message.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(2)
-            };
+            eprintln!("herd: {message}\n{USAGE}");
+            return ExitCode::from(2);
         }
     };
     let runtime = match tokio_runtime() {

@@ -1,6 +1,6 @@
 //! Per-cache counters and their snapshot.
 //!
-//! Hits bump one relaxed counter; everything else here (admission waits, shedding, the age
+//! Hits bump one relaxed counter on a cache line of its own; everything else here (admission waits, shedding, the age
 //! of stale values) is recorded on the miss and refresh paths only, so a fresh hit costs
 //! what it did before these existed.
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,7 +59,7 @@ pub(crate) trait Observed: Send + Sync {
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) fresh_hits: Counter,
+    pub(crate) fresh_hits: HitCounter,
     pub(crate) stale_hits: Counter,
     pub(crate) misses: Counter,
     pub(crate) coalesced: Counter,
@@ -77,7 +77,7 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn snapshot(&self, in_flight: usize) -> Stats {
         Stats {
-            fresh_hits: self.fresh_hits.get(),
+            fresh_hits: self.fresh_hits.0.get(),
             stale_hits: self.stale_hits.get(),
             misses: self.misses.get(),
             coalesced: self.coalesced.get(),
@@ -107,6 +107,21 @@ impl Counter {
 
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The fresh-hit counter, written by every thread that hits the cache: alone on its cache
+/// line (two 64-byte lines: adjacent-line prefetching pairs them on x86), so those writes
+/// do not invalidate the line of the cache's read-mostly fields every hit reads. A counter
+/// striped per thread measured 16 more instructions per hit, for no throughput visible on
+/// two cores, so the line stays shared by the threads that bump it.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct HitCounter(Counter);
+
+impl HitCounter {
+    pub(crate) fn bump(&self) {
+        self.0.bump();
     }
 }
 

@@ -5,7 +5,7 @@
 //! live heap divided by the number of entries or callers. Run it with
 //!
 //! ```text
-//! cargo run --release --example memory
+//! cargo run --release -p stampede-benches --example memory
 //! ```
 //!
 //! and it prints two Markdown tables.
@@ -302,7 +302,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
