@@ -41,6 +41,23 @@ pub(crate) struct Args {
     pub(crate) capacity: Option<Set<u64>>,
     pub(crate) local: Option<Set<()>>,
     pub(crate) map_error: Option<Set<Path>>,
+    pub(crate) returns: Option<Set<Returning>>,
+    pub(crate) mode: Option<Set<LoadMode>>,
+}
+
+/// `returns = result | value`: what the return type is, where the compiler cannot be
+/// asked before the cache's types are written (an alias, a generic).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Returning {
+    Result,
+    Value,
+}
+
+/// `mode = inline | detached`: where the leader runs the origin.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoadMode {
+    Inline,
+    Detached,
 }
 
 /// One option as written, before its value is interpreted.
@@ -77,7 +94,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -188,6 +205,28 @@ impl Args {
                     }
                 )
             }
+            "returns" => set!(
+                returns,
+                match word(&value).as_deref() {
+                    Some("result") => Some(Returning::Result),
+                    Some("value") => Some(Returning::Value),
+                    _ => {
+                        cx.error(&name, "write `returns = result` (only `Ok` is cached) or `returns = value` (a plain value, cached as is)");
+                        None
+                    }
+                }
+            ),
+            "mode" => set!(
+                mode,
+                match word(&value).as_deref() {
+                    Some("inline") => Some(LoadMode::Inline),
+                    Some("detached") => Some(LoadMode::Detached),
+                    _ => {
+                        cx.error(&name, "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (as its own task)");
+                        None
+                    }
+                }
+            ),
             other => match RENAMED.iter().find(|(old, _)| *old == other) {
                 Some((old, new)) => {
                     self.written.push((*new).to_owned());
@@ -209,6 +248,16 @@ fn expr(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Expr> {
             cx.error(name, format!("write `{name} = <expression>`"));
             None
         }
+    }
+}
+
+/// A bare word such as `result` in `returns = result`.
+fn word(value: &RawValue) -> Option<String> {
+    match value {
+        RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => {
+            path.path.get_ident().map(Ident::to_string)
+        }
+        _ => None,
     }
 }
 
