@@ -11,11 +11,13 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+type SpanAndParent = (String, Option<String>);
+
 /// For each span opened, its name and its parent's; for each event, the names of the
 /// spans it happened in, innermost first.
 #[derive(Clone, Default)]
 struct Lineage {
-    spans: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    spans: Arc<Mutex<Vec<SpanAndParent>>>,
     events: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
