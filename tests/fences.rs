@@ -5,10 +5,12 @@ mod common;
 
 use common::{bounded, loads_finished, paused, AppError};
 use stampede::{Cache, Policy};
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 /// An origin that returns its call number once the test lets it finish.
 #[derive(Clone)]
@@ -45,6 +47,36 @@ impl Gated {
     fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
+
+    /// A detached load of `key` through this origin.
+    fn load(&self, cache: &Fenced, key: u32) -> impl Future<Output = Result<usize, AppError>> {
+        let (cache, origin) = (cache.clone(), self.clone());
+        async move {
+            cache
+                .load(key, move || async move { origin.call().await })
+                .await
+        }
+    }
+
+    /// A detached load of `key`, as its own task.
+    fn spawn_load(&self, cache: &Fenced, key: u32) -> JoinHandle<Result<usize, AppError>> {
+        tokio::spawn(self.load(cache, key))
+    }
+
+    /// An inline load of `key`, as its own task.
+    fn spawn_load_inline(&self, cache: &Fenced, key: u32) -> JoinHandle<Result<usize, AppError>> {
+        let (cache, origin) = (cache.clone(), self.clone());
+        tokio::spawn(async move { cache.load_inline(key, || origin.call()).await })
+    }
+}
+
+type Fenced = Cache<u32, usize, AppError>;
+
+fn fresh_for_10s(name: &str) -> Policy {
+    Policy::builder(name)
+        .fresh(Duration::from_secs(10))
+        .build()
+        .unwrap()
 }
 
 fn uncoalesced(stale: Duration) -> Policy {
@@ -58,16 +90,9 @@ fn uncoalesced(stale: Duration) -> Policy {
 
 #[tokio::test]
 async fn an_uncoalesced_detached_miss_that_started_before_invalidate_is_not_stored() {
-    let cache: Cache<u32, usize, AppError> = Cache::new(uncoalesced(Duration::ZERO));
+    let cache: Fenced = Cache::new(uncoalesced(Duration::ZERO));
     let origin = Gated::new();
-    let load = {
-        let (cache, origin) = (cache.clone(), origin.clone());
-        tokio::spawn(async move {
-            cache
-                .load(1, move || async move { origin.call().await })
-                .await
-        })
-    };
+    let load = origin.spawn_load(&cache, 1);
     origin.until_started().await;
     cache.invalidate(&1);
     origin.finish_one();
@@ -78,10 +103,7 @@ async fn an_uncoalesced_detached_miss_that_started_before_invalidate_is_not_stor
     );
     assert_eq!(cache.peek(&1), None, "fenced out of the store");
     origin.finish_one();
-    let next = {
-        let origin = origin.clone();
-        cache.load(1, move || async move { origin.call().await })
-    };
+    let next = origin.load(&cache, 1);
     assert_eq!(bounded(next).await, Ok(2), "the next call misses");
     assert_eq!(origin.calls(), 2);
     assert_eq!(cache.stats().in_flight, 0);
@@ -89,12 +111,9 @@ async fn an_uncoalesced_detached_miss_that_started_before_invalidate_is_not_stor
 
 #[tokio::test]
 async fn an_uncoalesced_inline_miss_that_started_before_invalidate_is_not_stored() {
-    let cache: Cache<u32, usize, AppError> = Cache::new(uncoalesced(Duration::ZERO));
+    let cache: Fenced = Cache::new(uncoalesced(Duration::ZERO));
     let origin = Gated::new();
-    let load = {
-        let (cache, origin) = (cache.clone(), origin.clone());
-        tokio::spawn(async move { cache.load_inline(1, || origin.call()).await })
-    };
+    let load = origin.spawn_load_inline(&cache, 1);
     origin.until_started().await;
     assert_eq!(
         cache.stats().in_flight,
@@ -112,20 +131,14 @@ async fn an_uncoalesced_inline_miss_that_started_before_invalidate_is_not_stored
 
 #[tokio::test(start_paused = true)]
 async fn an_uncoalesced_stale_refresh_that_started_before_invalidate_is_not_stored() {
-    let cache: Cache<u32, usize, AppError> = paused(uncoalesced(Duration::from_secs(60)));
+    let cache: Fenced = paused(uncoalesced(Duration::from_secs(60)));
     let origin = Gated::new();
     origin.finish_one();
-    let first = {
-        let origin = origin.clone();
-        cache.load(1, move || async move { origin.call().await })
-    };
+    let first = origin.load(&cache, 1);
     assert_eq!(bounded(first).await, Ok(1));
     tokio::time::advance(Duration::from_secs(11)).await;
     // Stale: served at once, and a refresh starts in the background.
-    let stale = {
-        let origin = origin.clone();
-        cache.load(1, move || async move { origin.call().await })
-    };
+    let stale = origin.load(&cache, 1);
     assert_eq!(bounded(stale).await, Ok(1));
     origin.until_started().await; // the first call's permit
     origin.until_started().await; // the refresh's
@@ -134,29 +147,16 @@ async fn an_uncoalesced_stale_refresh_that_started_before_invalidate_is_not_stor
     loads_finished(&cache).await;
     assert_eq!(cache.peek(&1), None, "the refresh was fenced out");
     origin.finish_one();
-    let next = {
-        let origin = origin.clone();
-        cache.load(1, move || async move { origin.call().await })
-    };
+    let next = origin.load(&cache, 1);
     assert_eq!(bounded(next).await, Ok(3), "the next call misses");
 }
 
 #[tokio::test]
 async fn invalidate_all_fences_a_coalesced_load_and_its_in_flight_count_returns_to_zero() {
-    let policy = Policy::builder("fenced-all")
-        .fresh(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let cache: Cache<u32, usize, AppError> = Cache::new(policy);
+    let policy = fresh_for_10s("fenced-all");
+    let cache: Fenced = Cache::new(policy);
     let origin = Gated::new();
-    let load = {
-        let (cache, origin) = (cache.clone(), origin.clone());
-        tokio::spawn(async move {
-            cache
-                .load(1, move || async move { origin.call().await })
-                .await
-        })
-    };
+    let load = origin.spawn_load(&cache, 1);
     origin.until_started().await;
     cache.invalidate_all();
     assert_eq!(cache.stats().in_flight, 1, "the detached load still runs");
@@ -168,22 +168,13 @@ async fn invalidate_all_fences_a_coalesced_load_and_its_in_flight_count_returns_
 
 #[tokio::test]
 async fn a_waiter_that_takes_over_is_coalesced_once() {
-    let policy = Policy::builder("takeover")
-        .fresh(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let cache: Cache<u32, usize, AppError> = Cache::new(policy);
+    let policy = fresh_for_10s("takeover");
+    let cache: Fenced = Cache::new(policy);
     let origin = Gated::new();
     // An inline leader that is dropped mid-load hands the key to its waiter.
-    let leader = {
-        let (cache, origin) = (cache.clone(), origin.clone());
-        tokio::spawn(async move { cache.load_inline(1, || origin.call()).await })
-    };
+    let leader = origin.spawn_load_inline(&cache, 1);
     origin.until_started().await;
-    let waiter = {
-        let (cache, origin) = (cache.clone(), origin.clone());
-        tokio::spawn(async move { cache.load_inline(1, || origin.call()).await })
-    };
+    let waiter = origin.spawn_load_inline(&cache, 1);
     common::eventually(|| cache.stats().coalesced == 1).await;
     leader.abort();
     origin.until_started().await; // the waiter took over
@@ -198,11 +189,8 @@ async fn a_waiter_that_takes_over_is_coalesced_once() {
 
 #[tokio::test]
 async fn an_inline_origin_panic_counts_as_a_refresh_error() {
-    let policy = Policy::builder("inline-panic")
-        .fresh(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let cache: Cache<u32, usize, AppError> = Cache::new(policy);
+    let policy = fresh_for_10s("inline-panic");
+    let cache: Fenced = Cache::new(policy);
     let panicked = {
         let cache = cache.clone();
         tokio::spawn(async move {
@@ -217,10 +205,7 @@ async fn an_inline_origin_panic_counts_as_a_refresh_error() {
 }
 
 fn recursive_cache() -> Cache<u32, usize, AppError> {
-    let policy = Policy::builder("recursive")
-        .fresh(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let policy = fresh_for_10s("recursive");
     Cache::new(policy)
 }
 
@@ -255,12 +240,7 @@ async fn an_inline_load_that_awaits_its_own_key_fails_instead_of_hanging() {
 #[tokio::test]
 async fn a_load_that_awaits_its_key_through_another_cache_fails_instead_of_hanging() {
     let cache = recursive_cache();
-    let middle: Cache<u32, usize, AppError> = Cache::new(
-        Policy::builder("middle")
-            .fresh(Duration::from_secs(10))
-            .build()
-            .unwrap(),
-    );
+    let middle: Cache<u32, usize, AppError> = Cache::new(fresh_for_10s("middle"));
     let (outer_cache, middle_cache) = (cache.clone(), middle.clone());
     let outer = cache.load(1, move || async move {
         let back = outer_cache.clone();

@@ -207,25 +207,23 @@ impl Args {
             }
             "returns" => set!(
                 returns,
-                match word(&value).as_deref() {
-                    Some("result") => Some(Returning::Result),
-                    Some("value") => Some(Returning::Value),
-                    _ => {
-                        cx.error(&name, "write `returns = result` (only `Ok` is cached) or `returns = value` (a plain value, cached as is)");
-                        None
-                    }
-                }
+                choice(
+                    &name,
+                    &value,
+                    cx,
+                    &[("result", Returning::Result), ("value", Returning::Value)],
+                    "write `returns = result` (only `Ok` is cached) or `returns = value` (a plain value, cached as is)",
+                )
             ),
             "mode" => set!(
                 mode,
-                match word(&value).as_deref() {
-                    Some("inline") => Some(LoadMode::Inline),
-                    Some("detached") => Some(LoadMode::Detached),
-                    _ => {
-                        cx.error(&name, "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (as its own task)");
-                        None
-                    }
-                }
+                choice(
+                    &name,
+                    &value,
+                    cx,
+                    &[("inline", LoadMode::Inline), ("detached", LoadMode::Detached)],
+                    "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (as its own task)",
+                )
             ),
             other => match RENAMED.iter().find(|(old, _)| *old == other) {
                 Some((old, new)) => {
@@ -251,14 +249,23 @@ fn expr(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Expr> {
     }
 }
 
-/// A bare word such as `result` in `returns = result`.
-fn word(value: &RawValue) -> Option<String> {
-    match value {
-        RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => {
-            path.path.get_ident().map(Ident::to_string)
-        }
+/// One of a few bare words, such as `result` in `returns = result`.
+fn choice<T: Copy>(
+    name: &Ident,
+    value: &RawValue,
+    cx: &mut Ctxt,
+    words: &[(&str, T)],
+    help: &str,
+) -> Option<T> {
+    let word = match value {
+        RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => path.path.get_ident(),
         _ => None,
+    };
+    let chosen = word.and_then(|word| words.iter().find(|(w, _)| word == w));
+    if chosen.is_none() {
+        cx.error(name, help);
     }
+    chosen.map(|(_, choice)| *choice)
 }
 
 fn literal(value: &RawValue) -> Option<&Lit> {

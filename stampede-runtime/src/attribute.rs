@@ -18,7 +18,14 @@ pub const fn handle<K, V, E>(
     here: fn() -> &'static str,
     mode: LeaderMode,
 ) -> Handle<K, V, E> {
-    Handle::new(site, function, name, build, here, mode)
+    Handle {
+        site,
+        function,
+        name,
+        build,
+        here,
+        mode,
+    }
 }
 
 /// The cache of the function body whose closure type name is `here`.

@@ -21,12 +21,15 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 /// first: the function's first call or the handle's first use. In a generic `impl`, each
 /// instantiation's handle (`Repo::<A>::GET`) reaches that instantiation's cache.
 pub struct Handle<K, V, E = Error> {
-    site: &'static str,
-    function: &'static str,
-    name: Option<&'static str>,
-    build: fn(&Claim) -> Cache<K, V, E>,
-    here: fn() -> &'static str,
-    mode: LeaderMode,
+    /// Unique per expansion of the attribute.
+    pub(crate) site: &'static str,
+    pub(crate) function: &'static str,
+    /// The `name` option, when given.
+    pub(crate) name: Option<&'static str>,
+    pub(crate) build: fn(&Claim) -> Cache<K, V, E>,
+    /// The type name of a closure written where the handle is: its instantiation.
+    pub(crate) here: fn() -> &'static str,
+    pub(crate) mode: LeaderMode,
 }
 
 /// How a cached function's leader runs its origin (see the README's leader-mode table).
@@ -65,26 +68,6 @@ impl<K, V, E> fmt::Debug for Handle<K, V, E> {
 }
 
 impl<K, V, E> Handle<K, V, E> {
-    /// `site` is unique per expansion of the attribute; `here` names the instantiation
-    /// the handle is evaluated in (a closure's type name, see [`instance`]).
-    pub(crate) const fn new(
-        site: &'static str,
-        function: &'static str,
-        name: Option<&'static str>,
-        build: fn(&Claim) -> Cache<K, V, E>,
-        here: fn() -> &'static str,
-        mode: LeaderMode,
-    ) -> Self {
-        Handle {
-            site,
-            function,
-            name,
-            build,
-            here,
-            mode,
-        }
-    }
-
     /// How the function's leader runs its origin, chosen by the attribute from the
     /// signature or its `mode` option.
     pub fn leader_mode(&self) -> LeaderMode {
