@@ -258,3 +258,42 @@ async fn a_load_that_awaits_its_key_through_another_cache_fails_instead_of_hangi
     loads_finished(&cache).await;
     loads_finished(&middle).await;
 }
+
+type Boxed = std::pin::Pin<Box<dyn Future<Output = Result<u64, AppError>> + Send>>;
+
+/// An origin that calls its own function with its own key: the inner call must fail.
+fn answer_of_inner_call(inner: Result<u64, AppError>) -> Result<u64, AppError> {
+    match inner {
+        Err(AppError::Cache(stampede::Error::Recursive { .. })) => Ok(0),
+        other => panic!("expected a recursion error, got {other:?}"),
+    }
+}
+
+#[stampede::cached(fresh = "60s")]
+async fn calls_itself_detached(id: u64) -> Result<u64, AppError> {
+    answer_of_inner_call(again_detached(id).await)
+}
+
+#[stampede::cached(fresh = "60s", mode = inline)]
+async fn calls_itself_inline(id: u64) -> Result<u64, AppError> {
+    answer_of_inner_call(again_inline(id).await)
+}
+
+// Outside the functions, so their futures' `Send` is not asked inside their own bodies.
+fn again_detached(id: u64) -> Boxed {
+    Box::pin(calls_itself_detached(id))
+}
+
+fn again_inline(id: u64) -> Boxed {
+    Box::pin(calls_itself_inline(id))
+}
+
+#[tokio::test]
+async fn a_cached_function_that_awaits_itself_on_its_key_fails_that_call_in_both_modes() {
+    assert_eq!(bounded(calls_itself_detached(1)).await, Ok(0));
+    assert_eq!(bounded(calls_itself_inline(1)).await, Ok(0));
+    common::eventually(|| CALLS_ITSELF_DETACHED.stats().in_flight == 0).await;
+    assert_eq!(CALLS_ITSELF_INLINE.stats().in_flight, 0);
+    assert_eq!(CALLS_ITSELF_DETACHED.stats().origin_calls, 1);
+    assert_eq!(CALLS_ITSELF_INLINE.stats().origin_calls, 1);
+}
