@@ -459,19 +459,3 @@ async fn a_panicking_plain_origin_panics_its_callers_and_the_next_call_succeeds(
     assert_eq!(BOOM.stats().in_flight, 0);
     assert_eq!(boom(9).await, 9);
 }
-
-/// Generic parameters are fine where the key, value and error do not use them.
-#[cached(fresh = "60s", skip(label))]
-async fn labelled<L: std::fmt::Display + Send>(id: u64, label: L) -> u64 {
-    let _ = label.to_string();
-    id + 1
-}
-
-#[tokio::test]
-async fn a_generic_function_keeps_one_cache() {
-    tokio_clock();
-    assert_eq!(labelled(1, "a").await, 2);
-    assert_eq!(labelled(1, 5u8).await, 2);
-    assert_eq!(LABELLED.stats().origin_calls, 1);
-    assert_eq!(LABELLED.leader_mode(), LeaderMode::Inline);
-}

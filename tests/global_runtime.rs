@@ -73,7 +73,7 @@ fn config(file: &ConfigFile) -> (&'static str, OsString) {
 /// What the `#[cached]` attribute generates for a function named `user-profile` that is
 /// fresh for a minute: its cache, built through the same entry point.
 fn user_profile() -> Cache<u32, usize, AppError> {
-    stampede::attribute::build_cache(
+    stampede::__private::build_cache(
         Policy::builder("user-profile").fresh(Duration::from_secs(60)),
         AppError::from,
     )

@@ -42,6 +42,23 @@ pub(crate) struct Args {
     pub(crate) capacity: Option<Set<u64>>,
     pub(crate) local: Option<Set<()>>,
     pub(crate) map_error: Option<Set<Path>>,
+    pub(crate) returns: Option<Set<Returning>>,
+    pub(crate) mode: Option<Set<LoadMode>>,
+}
+
+/// `returns = result | value`: what the return type is, where the compiler cannot be
+/// asked before the cache's types are written (an alias, a generic).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Returning {
+    Result,
+    Value,
+}
+
+/// `mode = inline | detached`: where the leader runs the origin.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoadMode {
+    Inline,
+    Detached,
 }
 
 /// One option as written, before its value is interpreted.
@@ -78,7 +95,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -212,6 +229,26 @@ impl Args {
                     }
                 )
             }
+            "returns" => set!(
+                returns,
+                choice(
+                    &name,
+                    &value,
+                    cx,
+                    &[("result", Returning::Result), ("value", Returning::Value)],
+                    "write `returns = result` (only `Ok` is cached) or `returns = value` (a plain value, cached as is)",
+                )
+            ),
+            "mode" => set!(
+                mode,
+                choice(
+                    &name,
+                    &value,
+                    cx,
+                    &[("inline", LoadMode::Inline), ("detached", LoadMode::Detached)],
+                    "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (as its own task)",
+                )
+            ),
             other => match RENAMED.iter().find(|(old, _)| *old == other) {
                 Some((old, new)) => {
                     self.written.push((*new).to_owned());
@@ -234,6 +271,25 @@ fn expr(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Expr> {
             None
         }
     }
+}
+
+/// One of a few bare words, such as `result` in `returns = result`.
+fn choice<T: Copy>(
+    name: &Ident,
+    value: &RawValue,
+    cx: &mut Ctxt,
+    words: &[(&str, T)],
+    help: &str,
+) -> Option<T> {
+    let word = match value {
+        RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => path.path.get_ident(),
+        _ => None,
+    };
+    let chosen = word.and_then(|word| words.iter().find(|(w, _)| word == w));
+    if chosen.is_none() {
+        cx.error(name, help);
+    }
+    chosen.map(|(_, choice)| *choice)
 }
 
 fn literal(value: &RawValue) -> Option<&Lit> {

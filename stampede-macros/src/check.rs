@@ -1,11 +1,12 @@
 //! What the attribute refuses: keys that leave out an input, options the return type
 //! cannot honour, signatures the cache cannot hold. Every mistake is collected in one
 //! [`Ctxt`] and reported together, each under the token at fault.
-use crate::args::{Args, Millis, Set};
+use crate::args::{Args, LoadMode, Millis, Returning, Set};
 use proc_macro2::Span;
 use quote::ToTokens;
 use std::collections::BTreeSet;
 use std::fmt::Display;
+use syn::punctuated::Punctuated;
 use syn::visit::Visit;
 use syn::{
     Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PatIdent, PathArguments, ReceiverKind,
@@ -79,9 +80,11 @@ pub(crate) enum Key {
 
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Returns {
-    /// `Result<T, E>` or an alias ending in `Result`: only `Ok` is cached.
+    /// A `Result` (named `Result`, or `returns = result`): only `Ok` is cached. The
+    /// compiler confirms it is one.
     Result { ty: Type, ok: Type, err: Type },
-    /// A plain value: cannot fail.
+    /// A plain value: cannot fail. The compiler confirms it is no `Result` in disguise
+    /// (an alias), which would otherwise cache its errors.
     Value(Type),
 }
 
@@ -158,7 +161,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     }
 
     let (receiver, params) = params(func, cx);
-    let returns = returns(&sig.output, cx);
+    let returns = returns(&sig.output, value(&args.returns), cx);
     if let Some(Returns::Value(_)) = &returns {
         let needs_error_path = [
             args.timeout
@@ -186,7 +189,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     }
 
     let key = key(&args, &receiver, &params, cx);
-    let mode = mode(func, receiver.is_some(), &params);
+    let mode = mode(func, receiver.as_ref(), &params, args.mode.as_ref(), cx);
 
     let (key, key_span) = key?;
     Some(Plan {
@@ -246,7 +249,11 @@ fn params(func: &ItemFn, cx: &mut Ctxt) -> (Option<syn::Receiver>, Vec<Param>) {
     (receiver, params)
 }
 
-fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
+/// Whether the function is fallible. A type whose last segment is `Result` (`Result<T, E>`,
+/// `io::Result<T>`) or that `returns = result` marks is one; anything else is a plain
+/// value. Either reading is confirmed by the compiler (see the `Fallible` bound and the
+/// plain-value probe in `expand`), so an alias can never turn errors into cached values.
+fn returns(output: &ReturnType, declared: Option<Returning>, cx: &mut Ctxt) -> Option<Returns> {
     let ty = match output {
         ReturnType::Type(_, ty) => (**ty).clone(),
         ReturnType::Default => {
@@ -266,18 +273,21 @@ fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
             return None;
         }
     }
-    let Type::Path(path) = &ty else {
-        return Some(Returns::Value(ty));
+    let last = match &ty {
+        Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
+        _ => None,
     };
-    let Some(last) = path.path.segments.last() else {
-        return Some(Returns::Value(ty));
+    let named_result = last.is_some_and(|last| last.ident == "Result");
+    let fallible = match declared {
+        Some(Returning::Result) => true,
+        Some(Returning::Value) => false,
+        None => named_result,
     };
-    // `Result`, `io::Result`, `AppResult`: an alias must not turn errors into cached values.
-    if !last.ident.to_string().ends_with("Result") {
+    if !fallible {
         return Some(Returns::Value(ty));
     }
-    let types: Vec<&Type> = match &last.arguments {
-        PathArguments::AngleBracketed(generics) => generics
+    let types: Vec<&Type> = match last.map(|last| &last.arguments) {
+        Some(PathArguments::AngleBracketed(generics)) if named_result => generics
             .args
             .iter()
             .filter_map(|a| match a {
@@ -297,7 +307,7 @@ fn returns(output: &ReturnType, cx: &mut Ctxt) -> Option<Returns> {
             ok: (*ok).clone(),
             err: (*err).clone(),
         },
-        // An alias such as `io::Result<T>` or `AppResult<T>`: the compiler resolves it.
+        // An alias such as `io::Result<T>`: the compiler resolves it.
         _ => Returns::Result {
             ok: projection("Value"),
             err: projection("Error"),
@@ -427,29 +437,44 @@ fn key(
     }
 }
 
-/// Every identifier an expression mentions (arguments and `self` among them), including
-/// those captured by format strings (`format!("{id}")`).
+/// The arguments (and `self`) an expression uses as variables: a single-segment path
+/// (`id`, not the field in `user.id` nor `Foo::id`) that no closure parameter, `let` or
+/// pattern of the expression shadows. Inside macro calls, whose tokens only the macro
+/// understands, the arguments are read as expressions when they parse as such (so
+/// `format!("{tenant}:{}", id)` uses `tenant` through its format string and `id`), and
+/// otherwise any identifier that is not a field or path segment counts.
 fn mentioned(expr: &Expr) -> BTreeSet<String> {
-    fn walk(tokens: proc_macro2::TokenStream, out: &mut BTreeSet<String>) {
-        for token in tokens {
-            match token {
-                proc_macro2::TokenTree::Ident(ident) => {
-                    out.insert(ident.to_string());
-                }
-                proc_macro2::TokenTree::Group(group) => walk(group.stream(), out),
-                proc_macro2::TokenTree::Literal(literal) => {
-                    if let Ok(syn::Lit::Str(text)) =
-                        syn::parse2::<syn::Lit>(literal.into_token_stream())
-                    {
-                        captured(&text.value(), out);
-                    }
-                }
-                proc_macro2::TokenTree::Punct(_) => {}
-            }
+    let mut uses = Uses::default();
+    uses.visit_expr(expr);
+    uses.found
+}
+
+#[derive(Default)]
+struct Uses {
+    /// Names bound inside the expression, innermost scope last.
+    scopes: Vec<BTreeSet<String>>,
+    found: BTreeSet<String>,
+}
+
+impl Uses {
+    fn uses(&mut self, name: String) {
+        if !self.scopes.iter().any(|scope| scope.contains(&name)) {
+            self.found.insert(name);
         }
     }
+
+    fn scoped(&mut self, pats: &[&Pat], visit: impl FnOnce(&mut Self)) {
+        let mut bound = BTreeSet::new();
+        for pat in pats {
+            bindings(pat, &mut bound);
+        }
+        self.scopes.push(bound);
+        visit(self);
+        self.scopes.pop();
+    }
+
     /// `{name}` and `{name:…}` in a format string; `{{` is an escaped brace.
-    fn captured(text: &str, out: &mut BTreeSet<String>) {
+    fn captures(&mut self, text: &str) {
         let mut rest = text;
         while let Some(open) = rest.find('{') {
             rest = &rest[open + 1..];
@@ -462,44 +487,174 @@ fn mentioned(expr: &Expr) -> BTreeSet<String> {
                 .unwrap_or(rest.len());
             let name = &rest[..end];
             if name.starts_with(|c: char| c.is_alphabetic() || c == '_') {
-                out.insert(name.to_owned());
+                self.uses(name.to_owned());
             }
             rest = &rest[end..];
         }
     }
-    let mut out = BTreeSet::new();
-    walk(expr.to_token_stream(), &mut out);
-    out
+
+    /// Macro tokens that do not parse as expressions: every identifier that is not
+    /// reached through `.` or `::`, and format-string captures.
+    fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        let mut after_access = false;
+        let mut tokens = tokens.into_iter().peekable();
+        while let Some(token) = tokens.next() {
+            let access = match &token {
+                proc_macro2::TokenTree::Ident(ident) => {
+                    let path_head = matches!(tokens.peek(), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':');
+                    if !after_access && !path_head {
+                        self.uses(ident.to_string());
+                    }
+                    false
+                }
+                proc_macro2::TokenTree::Group(group) => {
+                    self.tokens(group.stream());
+                    false
+                }
+                proc_macro2::TokenTree::Literal(literal) => {
+                    if let Ok(syn::Lit::Str(text)) =
+                        syn::parse2::<syn::Lit>(literal.to_token_stream())
+                    {
+                        self.captures(&text.value());
+                    }
+                    false
+                }
+                proc_macro2::TokenTree::Punct(punct) => matches!(punct.as_char(), '.' | ':'),
+            };
+            after_access = access;
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Uses {
+    fn visit_expr_path(&mut self, path: &'ast syn::ExprPath) {
+        let plain = path.qself.is_none()
+            && path.path.leading_colon.is_none()
+            && path.path.segments.len() == 1
+            && path.path.segments[0].arguments.is_none();
+        if plain {
+            self.uses(path.path.segments[0].ident.to_string());
+        }
+    }
+
+    fn visit_expr_closure(&mut self, closure: &'ast syn::ExprClosure) {
+        let pats: Vec<&Pat> = closure.inputs.iter().collect();
+        self.scoped(&pats, |uses| uses.visit_expr(&closure.body));
+    }
+
+    fn visit_block(&mut self, block: &'ast syn::Block) {
+        // A `let` shadows from the next statement on.
+        self.scopes.push(BTreeSet::new());
+        for stmt in &block.stmts {
+            match stmt {
+                syn::Stmt::Local(local) => {
+                    if let Some(init) = &local.init {
+                        self.visit_expr(&init.expr);
+                        if let Some((_, diverge)) = &init.diverge {
+                            self.visit_expr(diverge);
+                        }
+                    }
+                    if let Some(scope) = self.scopes.last_mut() {
+                        bindings(&local.pat, scope);
+                    }
+                }
+                other => self.visit_stmt(other),
+            }
+        }
+        self.scopes.pop();
+    }
+
+    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
+        self.scoped(&[&arm.pat], |uses| {
+            if let Pat::Guard(guarded) = &arm.pat {
+                uses.visit_expr(&guarded.guard);
+            }
+            uses.visit_expr(&arm.body);
+        });
+    }
+
+    fn visit_expr_if(&mut self, expr: &'ast syn::ExprIf) {
+        match &*expr.cond {
+            Expr::Let(cond) => {
+                self.visit_expr(&cond.expr);
+                self.scoped(&[&cond.pat], |uses| uses.visit_block(&expr.then_branch));
+            }
+            cond => {
+                self.visit_expr(cond);
+                self.visit_block(&expr.then_branch);
+            }
+        }
+        if let Some((_, otherwise)) = &expr.else_branch {
+            self.visit_expr(otherwise);
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let parsed = mac.parse_body_with(Punctuated::<Expr, syn::Token![,]>::parse_terminated);
+        match parsed {
+            Ok(args) => {
+                for arg in &args {
+                    match arg {
+                        Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(text),
+                            ..
+                        }) => self.captures(&text.value()),
+                        other => self.visit_expr(other),
+                    }
+                }
+            }
+            Err(_) => self.tokens(mac.tokens.clone()),
+        }
+    }
+}
+
+/// The names a pattern binds.
+fn bindings(pat: &Pat, out: &mut BTreeSet<String>) {
+    struct Bindings<'a>(&'a mut BTreeSet<String>);
+    impl<'ast> Visit<'ast> for Bindings<'_> {
+        fn visit_pat_ident(&mut self, pat: &'ast PatIdent) {
+            self.0.insert(pat.ident.to_string());
+            syn::visit::visit_pat_ident(self, pat);
+        }
+    }
+    Bindings(out).visit_pat(pat);
 }
 
 /// Detached when nothing borrows: no receiver, no reference, lifetime, `impl Trait` or
-/// generic type parameter in any argument.
-fn mode(func: &ItemFn, has_receiver: bool, params: &[Param]) -> Mode {
+/// generic type parameter in any argument; `mode = …` chooses explicitly, and detached is
+/// refused where an argument borrows (a task of its own cannot hold a borrow).
+fn mode(
+    func: &ItemFn,
+    receiver: Option<&syn::Receiver>,
+    params: &[Param],
+    declared: Option<&Set<LoadMode>>,
+    cx: &mut Ctxt,
+) -> Mode {
     struct Borrows<'a> {
         generics: &'a BTreeSet<String>,
-        found: bool,
+        /// A borrow the origin's own task could not hold.
+        borrows: bool,
+        /// A generic type, which may or may not borrow.
+        generic: bool,
     }
     impl<'ast> Visit<'ast> for Borrows<'_> {
         fn visit_type_reference(&mut self, _: &'ast syn::TypeReference) {
-            self.found = true;
+            self.borrows = true;
         }
         fn visit_lifetime(&mut self, _: &'ast syn::Lifetime) {
-            self.found = true;
+            self.borrows = true;
         }
         fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
-            self.found = true;
+            self.generic = true;
         }
         fn visit_type_path(&mut self, path: &'ast syn::TypePath) {
             if let Some(ident) = path.path.get_ident() {
                 if self.generics.contains(&ident.to_string()) {
-                    self.found = true;
+                    self.generic = true;
                 }
             }
             syn::visit::visit_type_path(self, path);
         }
-    }
-    if has_receiver {
-        return Mode::Inline;
     }
     let generics: BTreeSet<String> = func
         .sig
@@ -507,16 +662,35 @@ fn mode(func: &ItemFn, has_receiver: bool, params: &[Param]) -> Mode {
         .type_params()
         .map(|t| t.ident.to_string())
         .collect();
-    let mut borrows = Borrows {
-        generics: &generics,
-        found: false,
-    };
-    for param in params {
-        borrows.visit_type(&param.ty);
+    let mut borrowing: Vec<(Span, String)> = Vec::new();
+    let mut generic = false;
+    if let Some(receiver) = receiver {
+        borrowing.push((receiver.self_token.span, "self".to_owned()));
     }
-    if borrows.found {
-        Mode::Inline
-    } else {
-        Mode::Detached
+    for param in params {
+        let mut borrows = Borrows {
+            generics: &generics,
+            borrows: false,
+            generic: false,
+        };
+        borrows.visit_type(&param.ty);
+        if borrows.borrows {
+            borrowing.push((param.ident().span(), param.ident().to_string()));
+        }
+        generic |= borrows.generic;
+    }
+    match declared.map(|d| d.value) {
+        Some(LoadMode::Inline) => Mode::Inline,
+        Some(LoadMode::Detached) => {
+            for (span, arg) in &borrowing {
+                cx.error_at(
+                    *span,
+                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: pass it owned (an `Arc`, a clone) or drop `mode = detached`"),
+                );
+            }
+            Mode::Detached
+        }
+        None if borrowing.is_empty() && !generic => Mode::Detached,
+        None => Mode::Inline,
     }
 }

@@ -5,7 +5,11 @@
 use crate::check::{Key, Mode, Param, Plan, Returns};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use syn::{ItemFn, Type};
+
+/// Expansions of the attribute so far in this crate: each gets its own number.
+static EXPANSIONS: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let private = quote!(::stampede::__private);
@@ -32,11 +36,17 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
     let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #error_ty>);
 
-    // The cache's identity: one per function, whether reached by a call or the handle.
-    let id = quote_spanned! {fn_name.span()=>
-        ::core::concat!(::core::module_path!(), "::", #fn_text, "@", ::core::line!(), ":", ::core::column!())
+    // The cache's site: one per expansion, even when a `macro_rules!` writes several
+    // functions of one name at one position; the runtime adds the instantiation.
+    let expansion = EXPANSIONS.fetch_add(1, Ordering::Relaxed).to_string();
+    let site = quote! {
+        ::core::concat!(::core::module_path!(), "::", #fn_text, "#", #expansion)
     };
-    let policy = policy(&plan, &fn_text, &private);
+    let explicit_name = match &plan.name {
+        Some(name) => quote!(::core::option::Option::Some(#name)),
+        None => quote!(::core::option::Option::None),
+    };
+    let policy = policy(&plan, &private);
     let map_error = match &plan.map_error {
         Some(path) => quote!(#path),
         None => quote!(#private::from_cache_error::<#error_ty>),
@@ -46,14 +56,22 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Inline => quote!(#private::LeaderMode::Inline),
     };
     let make = match &plan.returns {
-        Returns::Result { .. } => quote!(#private::build_cache(#policy, #map_error)),
-        Returns::Value(_) => quote!(#private::build_plain_cache(#policy)),
+        Returns::Result { .. } => quote!(#private::build_claimed_cache(#policy, #map_error, claim)),
+        Returns::Value(_) => quote!(#private::build_plain_cache(#policy, claim)),
     };
     let build = quote! {
-        fn __stampede_build() -> #cache_ty {
+        fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
             #make
         }
     };
+    let handle_value = |here: TokenStream| {
+        quote! {{
+            #build
+            #private::handle(#site, #fn_text, #explicit_name, __stampede_build, #here, #mode)
+        }}
+    };
+    let body_site = handle_value(quote!(|| ""));
+    let handle_site = handle_value(quote!(|| ::core::any::type_name_of_val(&|| ())));
 
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
@@ -109,25 +127,41 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         " The cache of [`{fn_text}`]: `invalidate(&key)`, `invalidate_all()`, `stats()`.\n\n Leader mode: {mode_doc}."
     );
 
+    // A generic function's instantiations are separate caches that one constant outside
+    // it cannot tell apart, so it has no handle.
+    let generic = plan_is_generic(sig);
+    let handle_item = if generic {
+        TokenStream::new()
+    } else {
+        quote! {
+            #[doc = #handle_doc]
+            #[allow(dead_code)]
+            #vis const #handle: #private::Handle<#key_ty, #value_ty, #error_ty> = #handle_site;
+        }
+    };
     quote! {
         #(#attrs)*
         #vis #sig {
             #assertions
             let __stampede_key: #key_ty = #key_expr;
-            static __STAMPEDE_CACHE: #private::OnceLock<#cache_ty> = #private::OnceLock::new();
-            let __stampede_cache = __STAMPEDE_CACHE.get_or_init(|| {
-                #build
-                #private::Handle::new(#id, __stampede_build, #mode).cache()
+            // The instantiation this call runs in (a generic `impl` makes several), as the
+            // type name of a closure written here: one constant per instantiation.
+            let __stampede_here: &'static str = ::core::any::type_name_of_val(&|| ());
+            static __STAMPEDE_CACHE: #private::OnceLock<(&'static str, #cache_ty)> = #private::OnceLock::new();
+            let (__stampede_filled_by, __stampede_first) = __STAMPEDE_CACHE.get_or_init(|| {
+                (__stampede_here, #private::cache_at(&#body_site, __stampede_here))
             });
+            let __stampede_other;
+            let __stampede_cache = if #private::same_instance(__stampede_filled_by, __stampede_here) {
+                __stampede_first
+            } else {
+                __stampede_other = #private::cache_at(&#body_site, __stampede_here);
+                &__stampede_other
+            };
             #call
         }
 
-        #[doc = #handle_doc]
-        #[allow(dead_code)]
-        #vis const #handle: #private::Handle<#key_ty, #value_ty, #error_ty> = {
-            #build
-            #private::Handle::new(#id, __stampede_build, #mode)
-        };
+        #handle_item
     }
 }
 
@@ -201,11 +235,8 @@ fn key_and_restore(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, TokenStre
     (expr, quote!(#(#restore)*))
 }
 
-fn policy(plan: &Plan, fn_text: &str, private: &TokenStream) -> TokenStream {
-    let name = match &plan.name {
-        Some(name) => quote!(#name),
-        None => quote!(::core::concat!(::core::module_path!(), "::", #fn_text)),
-    };
+fn policy(plan: &Plan, private: &TokenStream) -> TokenStream {
+    let name = quote!(#private::claimed_name(claim));
     let durations = [
         ("fresh", Some(plan.fresh)),
         ("stale", plan.stale),
@@ -265,6 +296,17 @@ fn assertions(
     } else {
         quote_spanned!(value_span=> #private::assert_value::<#value_ty>();)
     };
+    // A plain value must not be a `Result` the macro could not see (an alias): the
+    // compiler is asked, and says so under the return type.
+    let plain = match &plan.returns {
+        Returns::Value(ty) => quote_spanned! {value_span=>
+            {
+                use #private::ProbeValue as _;
+                #private::assert_plain_value(#private::Probe::<#ty>::new().returns());
+            }
+        },
+        Returns::Result { .. } => TokenStream::new(),
+    };
     let error = match (&plan.returns, &plan.map_error) {
         (Returns::Value(_), _) => TokenStream::new(),
         (Returns::Result { .. }, Some(_)) => {
@@ -275,7 +317,12 @@ fn assertions(
             #private::assert_from_cache_error::<#error_ty>();
         },
     };
-    quote!(#key #value #error)
+    quote!(#key #value #plain #error)
+}
+
+/// Whether the function has type or const parameters (lifetimes do not make instances).
+fn plan_is_generic(sig: &syn::Signature) -> bool {
+    sig.generics.type_params().next().is_some() || sig.generics.const_params().next().is_some()
 }
 
 /// The signature as written, less `mut` on arguments that move into the key: they are

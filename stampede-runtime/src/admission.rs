@@ -5,6 +5,7 @@
 //! once, and only a limit across keys keeps the origin alive then. Only a flight's leader
 //! queues here, right before its origin call, so waiters of a key never hold a permit and
 //! a limit of N means N origin calls, not N callers.
+use crate::deadline;
 use crate::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,20 +49,14 @@ impl Admission {
     }
 
     /// A permit, or `None` once `queue_timeout` passed in the queue (fair: first come,
-    /// first admitted). Without a Tokio runtime there is no timer to keep the timeout, so
-    /// the caller queues until a permit frees.
+    /// first admitted). Where no timer can run (no Tokio runtime, or one without its time
+    /// driver) the timeout cannot be kept, so the caller queues until a permit frees.
     pub(crate) async fn enter(&self) -> Option<OwnedSemaphorePermit> {
         if let Ok(permit) = self.permits.clone().try_acquire_owned() {
             return Some(permit);
         }
         let queued = self.permits.clone().acquire_owned();
-        let permit = if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::time::timeout(self.queue_timeout, queued)
-                .await
-                .ok()?
-        } else {
-            queued.await
-        };
+        let permit = deadline::within(self.queue_timeout, queued).await?;
         // The semaphore is never closed, so acquiring cannot fail otherwise.
         permit.ok()
     }

@@ -2,8 +2,54 @@
 //! facade re-exports it as `stampede::__private`, and only generated code uses it.
 use crate::bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 use crate::error::Error;
+pub use crate::handle::Claim;
+use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
 use crate::policy::PolicyBuilder;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// The handle of one expansion of the attribute (see the `handle` module).
+pub const fn handle<K, V, E>(
+    site: &'static str,
+    function: &'static str,
+    name: Option<&'static str>,
+    build: fn(&Claim) -> Cache<K, V, E>,
+    here: fn() -> &'static str,
+    mode: LeaderMode,
+) -> Handle<K, V, E> {
+    Handle {
+        site,
+        function,
+        name,
+        build,
+        here,
+        mode,
+    }
+}
+
+/// The cache of the function body whose closure type name is `here`.
+pub fn cache_at<K, V, E>(handle: &Handle<K, V, E>, here: &'static str) -> Cache<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
+    handle.cache_at(here)
+}
+
+/// Whether the body's static was filled by this very instantiation: the type name of one
+/// closure is one constant, so comparing addresses suffices (a false "no" only costs the
+/// slow path).
+#[inline]
+pub fn same_instance(filled_by: &'static str, here: &'static str) -> bool {
+    std::ptr::eq(filled_by, here)
+}
+
+/// The name the cache is built under.
+pub fn claimed_name(claim: &Claim) -> Arc<str> {
+    claim.name.clone()
+}
 
 /// Makes a cached function's cache from the attribute's settings. The attribute checked
 /// every setting at compile time, so `build` cannot fail on them.
@@ -20,17 +66,44 @@ where
     V: LocalValue,
     E: SharedError,
 {
+    build_refusing(policy, map_error, None)
+}
+
+/// [`build_cache`] under a [`Claim`]: a name another cache already has fails every load.
+pub fn build_claimed_cache<K, V, E>(
+    policy: PolicyBuilder,
+    map_error: fn(Error) -> E,
+    claim: &Claim,
+) -> Cache<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
+    build_refusing(policy, map_error, claim.taken.clone())
+}
+
+fn build_refusing<K, V, E>(
+    policy: PolicyBuilder,
+    map_error: fn(Error) -> E,
+    refusal: Option<Error>,
+) -> Cache<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
     let policy = policy
         .build()
         .expect("#[cached] checked these settings at compile time");
     // No explicit runtime: the builder binds the process's.
-    CacheBuilder::new(policy, map_error).build()
+    CacheBuilder::new(policy, map_error).refuse(refusal).build()
 }
 
 /// [`build_cache`] for a function that returns a plain value: it has no error to answer
 /// with, so configuration that would need one (a deadline, an admission limit, a
 /// fail-safe, a broken file) is left out with a warning instead of failing its calls.
-pub fn build_plain_cache<K, V>(policy: PolicyBuilder) -> Cache<K, V, Error>
+pub fn build_plain_cache<K, V>(policy: PolicyBuilder, claim: &Claim) -> Cache<K, V, Error>
 where
     K: CacheKey,
     V: LocalValue,
@@ -38,14 +111,17 @@ where
     let policy = policy
         .build()
         .expect("#[cached] checked these settings at compile time");
-    CacheBuilder::new(policy, keep_error).infallible().build()
+    CacheBuilder::new(policy, keep_error)
+        .refuse(claim.taken.clone())
+        .infallible()
+        .build()
 }
 
-/// The `Ok` and `Err` types of a return type that ends in `Result`, aliases included.
+/// The `Ok` and `Err` types of a return type read as a `Result`, aliases included.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is read as a `Result` because its name ends in `Result`, but it is not one",
+    message = "`{Self}` is read as a `Result` (its name is `Result`, or `returns = result` says so), but it is not one",
     label = "#[cached] caches only the `Ok` of a `Result`",
-    note = "return a `Result<T, E>` (or an alias of one); to cache a plain value whose type name ends in `Result`, return it through an alias with another name"
+    note = "to cache a plain value, write `returns = value`"
 )]
 pub trait Fallible {
     /// What is cached.
@@ -58,6 +134,60 @@ impl<T, E> Fallible for Result<T, E> {
     type Value = T;
     type Error = E;
 }
+
+/// Asks the compiler whether a return type is a `Result`: `Probe::<R>::new().returns()`
+/// resolves to the inherent method when `R` is one (aliases seen through) and to
+/// [`ProbeValue::returns`] otherwise.
+pub struct Probe<R>(PhantomData<fn() -> R>);
+
+impl<R> Probe<R> {
+    /// A probe of `R`.
+    pub const fn new() -> Self {
+        Probe(PhantomData)
+    }
+}
+
+impl<R> Default for Probe<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, E> Probe<Result<T, E>> {
+    /// `R` is a `Result`.
+    pub fn returns(&self) -> ReturnsResult<Result<T, E>> {
+        ReturnsResult(PhantomData)
+    }
+}
+
+/// The answer for anything but a `Result`.
+pub trait ProbeValue {
+    /// `R` is a plain value.
+    fn returns(&self) -> ReturnsValue {
+        ReturnsValue
+    }
+}
+
+impl<R> ProbeValue for Probe<R> {}
+
+/// The probe's answer: a `Result`, whose errors must never be cached.
+pub struct ReturnsResult<R>(PhantomData<fn() -> R>);
+
+/// The probe's answer: a plain value.
+pub struct ReturnsValue;
+
+/// Implemented only by the answer "a plain value".
+#[diagnostic::on_unimplemented(
+    message = "this function returns a `Result` through an alias or a generic (`{Self}`), which #[cached] read as a plain value",
+    label = "read as a plain value, so its errors would be cached",
+    note = "write `returns = result` so only its `Ok` is cached"
+)]
+pub trait PlainValue {}
+
+impl PlainValue for ReturnsValue {}
+
+/// Placed under the return type of a function read as returning a plain value.
+pub fn assert_plain_value<P: PlainValue>(_: P) {}
 
 /// Framework failures for `E: From<stampede::Error>`.
 pub fn from_cache_error<E: FromCacheError>(error: Error) -> E {

@@ -55,6 +55,21 @@ pub enum Error {
         /// The name no `[admission.…]` table defines.
         admission: Arc<str>,
     },
+    /// The origin of a load awaited the same cache and key again, directly or through other
+    /// cached calls: it would wait for itself forever, so that inner call fails instead.
+    Recursive {
+        /// The cache's name.
+        cache: Arc<str>,
+    },
+    /// Another cache of the same runtime already has this name, so the two would address
+    /// the same entries in a shared store; this one serves no load until one is renamed
+    /// (`name = "…"`).
+    DuplicateName {
+        /// The name both claim.
+        cache: Arc<str>,
+        /// Where the first claimant is defined.
+        first: Arc<str>,
+    },
     /// The runtime configuration read on first use (`STAMPEDE_CONFIG`, `STAMPEDE_*`) is
     /// invalid, so no load runs rather than one with settings nobody asked for.
     Config {
@@ -90,6 +105,14 @@ impl fmt::Display for Error {
             Error::UnknownAdmission { cache, admission } => write!(
                 f,
                 "cache `{cache}`: admission `{admission}` is not defined by the runtime configuration (add an `[admission.{admission}]` table with a `limit`)"
+            ),
+            Error::Recursive { cache } => write!(
+                f,
+                "cache `{cache}`: a load of this key awaited the same key again, which would wait for itself forever"
+            ),
+            Error::DuplicateName { cache, first } => write!(
+                f,
+                "cache `{cache}`: the name is already used by another cache of this runtime ({first}); give one of them its own `name`"
             ),
             Error::Config { cache, error } => {
                 write!(f, "cache `{cache}`: invalid stampede configuration: {error}")

@@ -1,13 +1,16 @@
-//! Single flight per key: one leader runs the origin, everyone else who asks for the same
-//! key meanwhile waits for the leader's outcome.
+//! Single flight per key, and the fences that keep invalidated loads out of the store.
 //!
-//! - **On success or error** the leader [settles](Leader::settle): the value is stored and
-//!   the registry entry removed under one lock (so a later caller finds one or the other,
-//!   never neither), then every waiter gets a clone of the outcome. Errors are shared, not
-//!   stored.
-//! - **On cancel or panic** the leader's guard is dropped unsettled: the entry is removed
-//!   and the waiters wake with [`Outcome::Abandoned`]; each joins again, the first becomes
-//!   the new leader (takeover) and the rest wait for it. No waiter hangs.
+//! - **Fences.** Every load holds a [`Leader`] with the ticket it started under: the key's
+//!   fence (raised by [`Flights::invalidate`]) and the cache's epoch (raised by
+//!   [`Flights::invalidate_all`]). Its store runs under the registry lock only if neither
+//!   moved, so a value computed before an invalidation never lands after it, coalesced or
+//!   not. A key has a record only while loads of it run.
+//! - **On success or error** the leader [settles](Leader::settle): the fenced store and the
+//!   flight's removal happen under one lock (a later caller finds one or the other, never
+//!   neither), then every waiter gets a clone of the outcome. Errors are shared, not stored.
+//! - **On cancel or panic** the leader is dropped unsettled: nothing is stored, and the
+//!   waiters wake with [`Outcome::Abandoned`]; each joins again, the first becomes the new
+//!   leader (takeover) and the rest wait for it. No waiter hangs.
 //! - **No lock is held while user code runs**: the registry lock covers a map operation,
 //!   a flight's lock an outcome read or a waker swap.
 //!
@@ -21,13 +24,36 @@ use std::pin::Pin;
 use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 
-/// The in-flight loads of one cache, by key.
+/// The running loads of one cache, by key.
 pub(crate) struct Flights<K, T> {
-    map: Mutex<HashMap<K, Arc<Flight<T>>>>,
+    registry: Mutex<Registry<K, T>>,
+}
+
+struct Registry<K, T> {
+    /// Raised by `invalidate_all`.
+    epoch: u64,
+    keys: HashMap<K, Loads<T>>,
+    running: usize,
+}
+
+/// The loads of one key running now.
+struct Loads<T> {
+    /// Raised by `invalidate(key)`.
+    fence: u64,
+    running: usize,
+    /// The flight new callers join; `None` once an invalidation detached it.
+    flight: Option<Arc<Flight<T>>>,
+}
+
+/// The fences a load started under. The shared store's fenced publish compares the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ticket {
+    epoch: u64,
+    fence: u64,
 }
 
 /// What [`Flights::join`] made of the caller.
-pub(crate) enum Join<K: Hash + Eq, T: Clone> {
+pub(crate) enum Join<K: Hash + Eq + Clone, T: Clone> {
     /// Nobody was loading the key: this caller must run the origin and settle.
     Leader(Leader<K, T>),
     /// Somebody is: await this for their outcome.
@@ -60,58 +86,103 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<K: Hash + Eq + Clone, T: Clone> Flights<K, T> {
     pub(crate) fn new() -> Self {
         Flights {
-            map: Mutex::new(HashMap::new()),
+            registry: Mutex::new(Registry {
+                epoch: 0,
+                keys: HashMap::new(),
+                running: 0,
+            }),
         }
     }
 
+    /// Waits for the key's flight, or leads a new one that later callers join.
     pub(crate) fn join(self: &Arc<Self>, key: &K) -> Join<K, T> {
-        let mut map = lock(&self.map);
-        if let Some(flight) = map.get(key) {
+        let mut registry = lock(&self.registry);
+        if let Some(flight) = registry.keys.get(key).and_then(|l| l.flight.as_ref()) {
             return Join::Waiter(Waiter {
                 flight: flight.clone(),
                 slot: None,
             });
         }
+        Join::Leader(self.start_locked(&mut registry, key, true))
+    }
+
+    /// A load nobody joins (coalescing is off), fenced like any other.
+    pub(crate) fn start(self: &Arc<Self>, key: &K) -> Leader<K, T> {
+        let mut registry = lock(&self.registry);
+        self.start_locked(&mut registry, key, false)
+    }
+
+    fn start_locked(
+        self: &Arc<Self>,
+        registry: &mut Registry<K, T>,
+        key: &K,
+        joinable: bool,
+    ) -> Leader<K, T> {
         let flight = Arc::new(Flight {
             state: Mutex::new(FlightState {
                 outcome: None,
                 wakers: Vec::new(),
             }),
         });
-        map.insert(key.clone(), flight.clone());
-        Join::Leader(Leader {
+        let epoch = registry.epoch;
+        registry.running += 1;
+        let loads = registry.keys.entry(key.clone()).or_insert(Loads {
+            fence: 0,
+            running: 0,
+            flight: None,
+        });
+        loads.running += 1;
+        if joinable {
+            loads.flight = Some(flight.clone());
+        }
+        Leader {
             flights: self.clone(),
             key: key.clone(),
+            ticket: Ticket {
+                epoch,
+                fence: loads.fence,
+            },
             flight,
             settled: false,
-        })
+        }
     }
 
-    /// Detaches the key's flight, if any: it runs on and its waiters still get its
-    /// outcome, but it no longer stores it (an invalidation must not be undone by a load
-    /// that started before it), and the next caller starts a new flight.
-    pub(crate) fn forget(&self, key: &K) {
-        lock(&self.map).remove(key);
+    /// Fences out the key's running loads: they still answer their waiters but no longer
+    /// store, and the next caller starts a new flight. No load, no record to keep.
+    pub(crate) fn invalidate(&self, key: &K) {
+        if let Some(loads) = lock(&self.registry).keys.get_mut(key) {
+            loads.fence += 1;
+            loads.flight = None;
+        }
     }
 
-    pub(crate) fn forget_all(&self) {
-        lock(&self.map).clear();
+    /// Fences out every running load.
+    pub(crate) fn invalidate_all(&self) {
+        let mut registry = lock(&self.registry);
+        registry.epoch += 1;
+        registry
+            .keys
+            .values_mut()
+            .for_each(|loads| loads.flight = None);
     }
 
+    /// Loads running now, joinable or not.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.map).len()
+        lock(&self.registry).running
     }
 }
 
-/// The caller that runs the origin. Dropping it unsettled hands the key to a waiter.
-pub(crate) struct Leader<K: Hash + Eq, T: Clone> {
+/// A running load: its fences and its flight. Dropping it unsettled hands the key to a
+/// waiter.
+pub(crate) struct Leader<K: Hash + Eq + Clone, T: Clone> {
     flights: Arc<Flights<K, T>>,
     key: K,
+    ticket: Ticket,
     flight: Arc<Flight<T>>,
     settled: bool,
 }
 
-impl<K: Hash + Eq, T: Clone> Leader<K, T> {
+impl<K: Hash + Eq + Clone, T: Clone> Leader<K, T> {
     /// A waiter on this leader's own flight, for a caller whose origin runs elsewhere.
     pub(crate) fn waiter(&self) -> Waiter<T> {
         Waiter {
@@ -120,8 +191,13 @@ impl<K: Hash + Eq, T: Clone> Leader<K, T> {
         }
     }
 
+    /// Identifies the flight while it runs (see [`Waiter::flight_id`]).
+    pub(crate) fn flight_id(&self) -> usize {
+        Arc::as_ptr(&self.flight) as *const () as usize
+    }
+
     /// Publishes `outcome` to every waiter. `store` receives the key and runs under the
-    /// registry lock, only while this flight is still registered (not forgotten).
+    /// registry lock, only if no invalidation fenced this load out since it started.
     pub(crate) fn settle(mut self, outcome: T, store: impl FnOnce(K)) {
         self.settled = true;
         self.finish(Outcome::Done(outcome), Some(store));
@@ -129,15 +205,27 @@ impl<K: Hash + Eq, T: Clone> Leader<K, T> {
 
     fn finish(&mut self, outcome: Outcome<T>, store: Option<impl FnOnce(K)>) {
         {
-            let mut map = lock(&self.flights.map);
-            let ours = map
-                .get(&self.key)
-                .is_some_and(|f| Arc::ptr_eq(f, &self.flight));
-            if ours {
-                if let Some((key, _)) = map.remove_entry(&self.key) {
-                    if let Some(store) = store {
-                        store(key);
-                    }
+            let mut registry = lock(&self.flights.registry);
+            let epoch = registry.epoch;
+            registry.running -= 1;
+            if let Some(loads) = registry.keys.get_mut(&self.key) {
+                let ours = loads
+                    .flight
+                    .as_ref()
+                    .is_some_and(|f| Arc::ptr_eq(f, &self.flight));
+                if ours {
+                    loads.flight = None;
+                }
+                let current = Ticket {
+                    epoch,
+                    fence: loads.fence,
+                };
+                if let Some(store) = store.filter(|_| current == self.ticket) {
+                    store(self.key.clone());
+                }
+                loads.running -= 1;
+                if loads.running == 0 {
+                    registry.keys.remove(&self.key);
                 }
             }
         }
@@ -150,7 +238,7 @@ impl<K: Hash + Eq, T: Clone> Leader<K, T> {
     }
 }
 
-impl<K: Hash + Eq, T: Clone> Drop for Leader<K, T> {
+impl<K: Hash + Eq + Clone, T: Clone> Drop for Leader<K, T> {
     fn drop(&mut self) {
         if !self.settled {
             self.finish(Outcome::Abandoned, None::<fn(K)>);
@@ -162,6 +250,13 @@ impl<K: Hash + Eq, T: Clone> Drop for Leader<K, T> {
 pub(crate) struct Waiter<T> {
     flight: Arc<Flight<T>>,
     slot: Option<usize>,
+}
+
+impl<T> Waiter<T> {
+    /// The flight awaited, comparable with [`Leader::flight_id`] while it runs.
+    pub(crate) fn flight_id(&self) -> usize {
+        Arc::as_ptr(&self.flight) as *const () as usize
+    }
 }
 
 impl<T: Clone> Future for Waiter<T> {

@@ -41,24 +41,69 @@ mod on_std {
     }
 
     #[tokio::test]
-    async fn a_forgotten_flight_delivers_but_does_not_store() {
+    async fn an_invalidated_flight_delivers_but_does_not_store() {
         let flights = flights();
         let Join::Leader(leader) = flights.join(&"k") else {
             panic!()
         };
         let waiter = leader.waiter();
-        flights.forget(&"k");
+        flights.invalidate(&"k");
         let Join::Leader(newer) = flights.join(&"k") else {
-            panic!("forgotten key starts a new flight")
+            panic!("an invalidated key starts a new flight")
         };
         let mut stored = false;
         leader.settle(1, |_| stored = true);
         assert!(!stored);
         assert_eq!(waiter.await, Outcome::Done(1));
-        // The newer flight is untouched by the older one settling.
+        // The newer flight started after the invalidation: it stores.
         assert_eq!(flights.len(), 1);
-        drop(newer);
+        let mut stored = false;
+        newer.settle(2, |_| stored = true);
+        assert!(stored);
         assert_eq!(flights.len(), 0);
+    }
+
+    #[test]
+    fn an_uncoalesced_load_started_before_an_invalidation_does_not_store() {
+        let flights = flights();
+        let early = flights.start(&"k");
+        let other_key = flights.start(&"j");
+        assert_eq!(flights.len(), 2, "uncoalesced loads are running loads");
+        flights.invalidate(&"k");
+        let late = flights.start(&"k");
+        let mut stored = Vec::new();
+        early.settle(1, |k| stored.push((k, 1)));
+        late.settle(2, |k| stored.push((k, 2)));
+        other_key.settle(3, |k| stored.push((k, 3)));
+        assert_eq!(stored, vec![("k", 2), ("j", 3)]);
+        assert_eq!(flights.len(), 0);
+    }
+
+    #[test]
+    fn invalidate_all_fences_every_running_load() {
+        let flights = flights();
+        let Join::Leader(coalesced) = flights.join(&"k") else {
+            panic!()
+        };
+        let uncoalesced = flights.start(&"j");
+        flights.invalidate_all();
+        let mut stored = 0;
+        coalesced.settle(1, |_| stored += 1);
+        uncoalesced.settle(2, |_| stored += 1);
+        assert_eq!(stored, 0);
+        let after = flights.start(&"k");
+        after.settle(3, |_| stored += 1);
+        assert_eq!(stored, 1, "a load started after the epoch moved stores");
+    }
+
+    #[test]
+    fn invalidating_a_key_nobody_loads_keeps_no_record() {
+        let flights = flights();
+        flights.invalidate(&"idle");
+        let load = flights.start(&"idle");
+        let mut stored = false;
+        load.settle(1, |_| stored = true);
+        assert!(stored, "the fence of a key with no load is not remembered");
     }
 }
 
@@ -74,7 +119,7 @@ mod modeled;
 
 mod model {
     use super::modeled::{Flights, Join, Outcome};
-    use super::sync::Arc;
+    use super::sync::{Arc, Mutex};
     use shuttle::future::{block_on, spawn};
     use std::future::{poll_fn, Future};
     use std::pin::Pin;
@@ -156,6 +201,54 @@ mod model {
                 assert!(leaders.load(Ordering::SeqCst) >= 1, "someone took over");
             }
         });
+    }
+
+    /// A load (coalesced or not) races `invalidate`, which fences and then empties the
+    /// store: whatever the interleaving, the value computed before the invalidation is not
+    /// in the store afterwards.
+    fn invalidation_races(coalesced: bool) {
+        block_on(async move {
+            let flights = Arc::new(Flights::<u8, Shared>::new());
+            let store = Arc::new(Mutex::new(None::<u32>));
+            let leader = if coalesced {
+                let Join::Leader(leader) = flights.join(&1) else {
+                    panic!("an empty registry makes a leader")
+                };
+                leader
+            } else {
+                flights.start(&1)
+            };
+            let load = {
+                let store = store.clone();
+                spawn(async move {
+                    shuttle::future::yield_now().await;
+                    leader.settle(Ok(1), |_| *store.lock().unwrap() = Some(1));
+                })
+            };
+            let invalidation = {
+                let (flights, store) = (flights.clone(), store.clone());
+                spawn(async move {
+                    flights.invalidate(&1);
+                    *store.lock().unwrap() = None;
+                })
+            };
+            load.await.unwrap();
+            invalidation.await.unwrap();
+            assert_eq!(*store.lock().unwrap(), None, "the fenced value was stored");
+            assert_eq!(flights.len(), 0, "no record outlives its loads");
+        });
+    }
+
+    #[test]
+    fn an_invalidation_racing_a_coalesced_load_never_leaves_its_value() {
+        shuttle::check_random(|| invalidation_races(true), 3_000);
+        shuttle::check_pct(|| invalidation_races(true), 3_000, 3);
+    }
+
+    #[test]
+    fn an_invalidation_racing_an_uncoalesced_load_never_leaves_its_value() {
+        shuttle::check_random(|| invalidation_races(false), 3_000);
+        shuttle::check_pct(|| invalidation_races(false), 3_000, 3);
     }
 
     #[test]

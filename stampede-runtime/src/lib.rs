@@ -21,6 +21,7 @@ pub mod attribute;
 mod bounds;
 mod clock;
 mod config;
+mod deadline;
 mod envelope;
 mod error;
 mod flight;

@@ -17,6 +17,7 @@
 use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
 use crate::config::Runtime;
+use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Join, Leader, Outcome};
@@ -71,6 +72,8 @@ pub struct CacheBuilder<K, V, E> {
     runtime: Option<Runtime>,
     /// The callers cannot receive an error (functions returning a plain value).
     infallible: bool,
+    /// Why this cache may serve no load whatever its runtime says.
+    refusal: Option<Error>,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -88,6 +91,7 @@ where
             map_error,
             runtime: None,
             infallible: false,
+            refusal: None,
             types: PhantomData,
         }
     }
@@ -115,6 +119,13 @@ where
         self
     }
 
+    /// Every load fails with `error` (a name another cache already has), as with a
+    /// broken configuration.
+    pub(crate) fn refuse(mut self, error: Option<Error>) -> Self {
+        self.refusal = error;
+        self
+    }
+
     /// The cache, with its runtime's overrides for the policy's name applied. A runtime
     /// that cannot serve it (an admission name it does not define; an invalid environment
     /// on first use) does not fail here: every load fails with that error instead.
@@ -134,6 +145,7 @@ where
                 (self.policy, Gate::Closed(Error::Config { cache, error }))
             }
         };
+        let gate = self.refusal.map_or(gate, Gate::Closed);
         let (policy, gate) = match (self.infallible, gate) {
             (false, gate) => (policy, gate),
             (true, Gate::Closed(error)) => {
@@ -244,16 +256,18 @@ where
         (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
     }
 
-    /// Drops `key`'s value. A load of `key` already running still answers its waiters but
-    /// does not store its result, which was computed before the invalidation.
+    /// Drops `key`'s value. A load of `key` already running (coalesced or not, a miss or
+    /// a refresh) still answers its waiters but does not store its result, which was
+    /// computed before the invalidation; the next call loads anew.
     pub fn invalidate(&self, key: &K) {
-        self.inner.flights.forget(key);
+        // Fence first: a load that stores before the fence moves is removed just after.
+        self.inner.flights.invalidate(key);
         self.inner.store.invalidate(key);
     }
 
     /// Drops every value, with the same rule for running loads as [`Cache::invalidate`].
     pub fn invalidate_all(&self) {
-        self.inner.flights.forget_all();
+        self.inner.flights.invalidate_all();
         self.inner.store.invalidate_all();
     }
 
@@ -370,7 +384,8 @@ where
         let inner = &self.inner;
         // Boxed where they are rare, so a waiting caller does not carry a whole load.
         if !inner.policy.coalesce() {
-            return Box::pin(run_detached(inner.clone(), key, None, origin)).await;
+            let leader = inner.flights.start(&key);
+            return Box::pin(run_detached(inner.clone(), key, leader, origin)).await;
         }
         let leader = match inner.lead_or_wait(&key).await {
             Turn::Lead(leader) => leader,
@@ -381,7 +396,7 @@ where
             return Ok(value);
         }
         let waiter = leader.waiter();
-        match spawn(run_detached(inner.clone(), key, Some(leader), origin)) {
+        match spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
             Ok(()) => match waiter.await {
                 Outcome::Done(shared) => shared,
                 Outcome::Abandoned => Err(inner.fail(Error::Aborted {
@@ -399,7 +414,8 @@ where
     {
         let inner = &self.inner;
         if !inner.policy.coalesce() {
-            return inner.run_inline(key, None, origin).await;
+            let leader = inner.flights.start(&key);
+            return inner.run_inline(key, leader, origin).await;
         }
         let leader = match inner.lead_or_wait(&key).await {
             Turn::Lead(leader) => leader,
@@ -409,7 +425,7 @@ where
             leader.settle(Ok(value.clone()), |_| {});
             return Ok(value);
         }
-        inner.run_inline(key, Some(leader), origin).await
+        inner.run_inline(key, leader, origin).await
     }
 
     /// Starts one refresh of `current` in the background, unless one is running.
@@ -425,7 +441,7 @@ where
         if early {
             inner.counters.early_refreshes.bump();
         }
-        if let Err(task) = spawn(run_detached(inner.clone(), key, leader, origin)) {
+        if let Err(task) = spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
             let _ = Box::pin(task).await;
         }
     }
@@ -452,7 +468,7 @@ where
         }
         let refresh = inner.run_inline(key, leader, origin);
         let refreshed = match inner.policy.timeout() {
-            Some(limit) => tokio::time::timeout(limit, refresh).await.ok(),
+            Some(limit) => deadline::within(limit, refresh).await,
             None => Some(refresh.await),
         };
         match refreshed {
@@ -514,11 +530,22 @@ where
 
     /// Joins `key`'s flight until this caller either leads it or has the leader's answer.
     async fn lead_or_wait(&self, key: &K) -> Turn<K, V, E> {
+        let mut joined = false;
         loop {
             match self.flights.join(key) {
                 Join::Leader(leader) => return Turn::Lead(leader),
                 Join::Waiter(waiter) => {
-                    self.counters.coalesced.bump();
+                    if leads(waiter.flight_id()) {
+                        // This task runs that flight's origin: waiting for it would be
+                        // waiting for itself, forever.
+                        return Turn::Answered(Err(self.fail(Error::Recursive {
+                            cache: self.policy.name().clone(),
+                        })));
+                    }
+                    // A waiter that takes over and joins again is still one waiter.
+                    if !std::mem::replace(&mut joined, true) {
+                        self.counters.coalesced.bump();
+                    }
                     // Waiters are events inside the caller's span; only the load is a span.
                     tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
                     match waiter.await {
@@ -534,12 +561,12 @@ where
     /// Whether this caller should refresh `current`: `Some(leader)` (or `Some(None)` when
     /// coalescing is off), `None` when someone else is on it or has just finished.
     fn lead_refresh(
-        &self,
+        self: &Arc<Self>,
         key: &K,
         current: &Envelope<V>,
-    ) -> Option<Option<SharedLeader<K, V, E>>> {
+    ) -> Option<SharedLeader<K, V, E>> {
         if !self.policy.coalesce() {
-            return Some(None);
+            return Some(self.flights.start(key));
         }
         let Join::Leader(leader) = self.flights.join(key) else {
             return None;
@@ -549,7 +576,7 @@ where
                 leader.settle(Ok(value), |_| {});
                 None
             }
-            None => Some(Some(leader)),
+            None => Some(leader),
         }
     }
 
@@ -567,7 +594,7 @@ where
     async fn run_inline<F, Fut>(
         &self,
         key: K,
-        leader: Option<SharedLeader<K, V, E>>,
+        leader: SharedLeader<K, V, E>,
         origin: F,
     ) -> Result<V, E>
     where
@@ -580,12 +607,7 @@ where
 
     /// The leader's part of a load, in one tracing span: an admission permit, the origin,
     /// publishing. Shared by both leader modes, so both queue and shed alike.
-    async fn lead<F, Fut>(
-        &self,
-        key: K,
-        leader: Option<SharedLeader<K, V, E>>,
-        origin: F,
-    ) -> Result<V, E>
+    async fn lead<F, Fut>(&self, key: K, leader: SharedLeader<K, V, E>, origin: F) -> Result<V, E>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Called<V, E>>,
@@ -603,7 +625,10 @@ where
                 Ok(permit) => {
                     self.counters.origin_calls.bump();
                     let started = self.clock.precise();
-                    let called = origin().await;
+                    let called = {
+                        let _panics = CountPanic(&self.counters.refresh_errors);
+                        within_leader(leader.flight_id(), origin()).await
+                    };
                     drop(permit);
                     let delta = self.clock.precise().saturating_duration_since(started);
                     let (result, panicked) = match called {
@@ -662,7 +687,7 @@ where
     fn refuse(
         &self,
         key: K,
-        leader: Option<SharedLeader<K, V, E>>,
+        leader: SharedLeader<K, V, E>,
         refusal: Error,
     ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
@@ -676,10 +701,7 @@ where
         };
         let Some(last) = stand_in else {
             let outcome = if shed { "shed" } else { "refused" };
-            return (
-                self.settle(key, leader, Err(self.fail(refusal)), None),
-                outcome,
-            );
+            return (self.settle(leader, Err(self.fail(refusal)), None), outcome);
         };
         let rearmed = match last.state(now) {
             State::Fresh => None,
@@ -690,7 +712,7 @@ where
             State::Expired => Some(self.fall_back(&last, now, self.next_generation())),
         };
         let value = Ok(last.value);
-        (self.settle(key, leader, value, rearmed), "shed_stale")
+        (self.settle(leader, value, rearmed), "shed_stale")
     }
 
     /// The last value standing in for a load that could not give a new one (the origin
@@ -713,7 +735,7 @@ where
     fn publish(
         &self,
         key: K,
-        leader: Option<SharedLeader<K, V, E>>,
+        leader: SharedLeader<K, V, E>,
         result: Result<V, E>,
         delta: f64,
     ) -> (Result<V, E>, &'static str) {
@@ -742,15 +764,14 @@ where
                 }
             }
         };
-        (self.settle(key, leader, shared, envelope), outcome)
+        (self.settle(leader, shared, envelope), outcome)
     }
 
-    /// Stores `envelope` (unless the flight was forgotten meanwhile) and hands `shared` to
-    /// the flight's waiters.
+    /// Stores `envelope` (unless an invalidation fenced the load out meanwhile) and hands
+    /// `shared` to the flight's waiters.
     fn settle(
         &self,
-        key: K,
-        leader: Option<SharedLeader<K, V, E>>,
+        leader: SharedLeader<K, V, E>,
         shared: Result<V, E>,
         envelope: Option<Envelope<V>>,
     ) -> Result<V, E> {
@@ -759,10 +780,7 @@ where
                 self.store.insert(key, envelope);
             }
         };
-        match leader {
-            Some(leader) => leader.settle(shared.clone(), store),
-            None => store(key),
-        }
+        leader.settle(shared.clone(), store);
         shared
     }
 
@@ -786,13 +804,11 @@ where
         // Combinators, not an `async fn`: an async fn would hold `miss` twice (as its
         // argument and inside the timeout), doubling what every waiting caller carries.
         match self.policy.timeout() {
-            // Tokio's timer needs a runtime; without one the deadline cannot be kept.
-            Some(limit) if tokio::runtime::Handle::try_current().is_ok() => {
-                Either::Right(tokio::time::timeout(limit, miss).map(move |answer| {
-                    answer.unwrap_or_else(|_elapsed| self.past_deadline(key, limit))
-                }))
-            }
-            _ => Either::Left(miss),
+            Some(limit) => Either::Right(
+                deadline::within(limit, miss)
+                    .map(move |answer| answer.unwrap_or_else(|| self.past_deadline(key, limit))),
+            ),
+            None => Either::Left(miss),
         }
     }
 
@@ -814,7 +830,7 @@ where
 }
 
 /// What joining a flight came to.
-enum Turn<K: Hash + Eq, V: Clone, E: Clone> {
+enum Turn<K: Hash + Eq + Clone, V: Clone, E: Clone> {
     Lead(SharedLeader<K, V, E>),
     Answered(Result<V, E>),
 }
@@ -845,7 +861,7 @@ where
 async fn run_detached<K, V, E, F, Fut>(
     inner: Arc<Inner<K, V, E>>,
     key: K,
-    leader: Option<SharedLeader<K, V, E>>,
+    leader: SharedLeader<K, V, E>,
     origin: F,
 ) -> Result<V, E>
 where
@@ -861,6 +877,44 @@ where
             .map(|called| called.map_or(Called::Panicked, Called::Returned))
     };
     inner.lead(key, leader, origin).await
+}
+
+tokio::task_local! {
+    /// The flights whose origin the current task is running, innermost last.
+    static LEADING: Vec<usize>;
+}
+
+/// Whether the current task runs the origin of flight `id` (directly or further out).
+fn leads(id: usize) -> bool {
+    LEADING
+        .try_with(|leading| leading.contains(&id))
+        .unwrap_or(false)
+}
+
+/// A task started on the caller's behalf keeps what the caller had: the flights it leads,
+/// and its tracing span, so the load and the origin's own events stay inside the request.
+fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
+    let leading = LEADING.try_with(Vec::clone).unwrap_or_default();
+    LEADING.scope(leading, task.instrument(tracing::Span::current()))
+}
+
+/// Runs an origin as the leader of flight `id`.
+fn within_leader<T: Future>(id: usize, origin: T) -> impl Future<Output = T::Output> {
+    let mut leading = LEADING.try_with(Vec::clone).unwrap_or_default();
+    leading.push(id);
+    LEADING.scope(leading, origin)
+}
+
+/// Counts an origin that unwinds through an inline load as a refresh error (a detached
+/// load catches the panic and counts it where it publishes).
+struct CountPanic<'a>(&'a crate::stats::Counter);
+
+impl Drop for CountPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.bump();
+        }
+    }
 }
 
 /// An origin that receives the key, as one that does not: the key is cloned here, on a

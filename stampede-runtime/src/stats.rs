@@ -23,19 +23,21 @@ pub struct Stats {
     pub stale_hits: u64,
     /// Calls that found nothing servable and waited for a load.
     pub misses: u64,
-    /// Misses that joined a load another caller was already running.
+    /// Callers that waited for a load another caller was already running (a waiter that
+    /// takes over an abandoned load and joins again is still one).
     pub coalesced: u64,
     /// Times the origin was called (with caching disabled, every call).
     pub origin_calls: u64,
     /// Refreshes XFetch started before the value stopped being fresh.
     pub early_refreshes: u64,
-    /// Origin calls that failed or panicked.
+    /// Origin calls that failed or panicked, in either leader mode.
     pub refresh_errors: u64,
     /// Failed or shed loads answered with the last value under `stale_if_error`.
     pub fallbacks: u64,
     /// Callers whose deadline passed.
     pub timeouts: u64,
-    /// Loads running right now.
+    /// Loads running right now: coalesced or not, including those an invalidation
+    /// detached from their key.
     pub in_flight: u64,
     /// Loads that got a permit of their admission semaphore.
     pub admitted: u64,

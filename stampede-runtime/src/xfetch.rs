@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Whether a caller should refresh a value that stops being fresh in `time_to_expiry`.
 ///
 /// `delta` is the last recompute time in seconds, `beta` > 0 scales eagerness (1.0 is the
-/// paper's optimum), and `u` is uniform in (0, 1] (see [`draw_u`]).
+/// paper's optimum), and `u` is uniform in (0, 1].
 ///
 /// ```
 /// use std::time::Duration;
@@ -26,7 +26,7 @@ pub fn should_refresh_early(time_to_expiry: Duration, delta: f64, beta: f64, u: 
 }
 
 /// A uniform draw in (0, 1]: never 0, whose logarithm is -inf.
-pub fn draw_u() -> f64 {
+pub(crate) fn draw_u() -> f64 {
     1.0 - fastrand::f64()
 }
 

@@ -71,7 +71,7 @@ async fn local_only(id: u64) -> Result<NotSerde, AppError> {
 
 type AppResult<T> = Result<T, AppError>;
 
-#[cached(fresh = "10s")]
+#[cached(fresh = "10s", returns = result)]
 async fn through_an_alias(id: u64) -> AppResult<u64> {
     Ok(id)
 }

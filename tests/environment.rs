@@ -1,0 +1,116 @@
+//! A cache in an environment where Tokio cannot keep a deadline (no runtime at all, or a
+//! runtime built without its time driver) keeps no deadline there, as documented, and
+//! never panics.
+mod common;
+
+use common::AppError;
+use stampede::{cached, Cache, Policy, Runtime};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+/// Runs a future on this thread with no async runtime at all.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+fn without_timers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[cached(fresh = "60s", timeout = "1s")]
+async fn with_deadline(id: u64) -> Result<u64, AppError> {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(id)
+}
+
+#[test]
+fn a_call_with_a_timeout_outside_any_runtime_runs_without_a_deadline() {
+    assert_eq!(block_on(with_deadline(1)), Ok(1));
+    assert_eq!(block_on(with_deadline(1)), Ok(1));
+    assert_eq!(WITH_DEADLINE.stats().origin_calls, 1);
+}
+
+#[test]
+fn a_call_with_a_timeout_in_a_runtime_without_timers_runs_without_a_deadline() {
+    let runtime = without_timers();
+    assert_eq!(runtime.block_on(with_deadline(2)), Ok(2));
+}
+
+#[test]
+fn an_inline_stale_refresh_with_a_timeout_outside_any_runtime_does_not_panic() {
+    let policy = Policy::builder("stale-outside")
+        .fresh(Duration::from_millis(1))
+        .stale(Duration::from_secs(600))
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let cache: Cache<u32, usize, AppError> = Cache::new(policy);
+    let calls = AtomicUsize::new(0);
+    let origin = || async { Ok(calls.fetch_add(1, Ordering::SeqCst) + 1) };
+    assert_eq!(block_on(cache.load_inline(1, origin)), Ok(1));
+    // Waits for the value to go stale: the point of this test is the system clock.
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(
+        block_on(cache.load_inline(1, origin)),
+        Ok(2),
+        "refreshed inline"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn an_admission_queue_in_a_runtime_without_timers_waits_for_a_permit() {
+    let runtime = Runtime::builder()
+        .admission("db", 1, Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("queued")
+        .fresh(Duration::from_secs(60))
+        .admission("db")
+        .build()
+        .unwrap();
+    let cache: Cache<u32, usize, AppError> = Cache::builder(policy).runtime(&runtime).build();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let first = cache.load_inline(1, || async {
+        released.await.unwrap();
+        Ok(1)
+    });
+    let second = async {
+        // Queues behind the first load's permit, then frees it.
+        let queued = cache.load_inline(2, || async { Ok(2) });
+        let mut queued = std::pin::pin!(queued);
+        std::future::poll_fn(|cx| {
+            assert!(
+                queued.as_mut().poll(cx).is_pending(),
+                "queued for the permit"
+            );
+            Poll::Ready(())
+        })
+        .await;
+        release.send(()).unwrap();
+        queued.await
+    };
+    let (first, second) = without_timers().block_on(async { tokio::join!(first, second) });
+    assert_eq!((first, second), (Ok(1), Ok(2)));
+    assert_eq!(cache.stats().shed, 0);
+}
