@@ -1,4 +1,4 @@
-//! Origin admission across keys: DESIGN.md test 6 (many keys flushed at once: the limit
+//! Origin admission across keys (many keys flushed at once: the limit
 //! holds, excess loads are shed or served stale), waiters holding no permit, shed leaders
 //! settling their flights, and configurations naming a semaphore nobody defined.
 mod common;

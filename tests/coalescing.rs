@@ -1,5 +1,5 @@
-//! One origin call per key at a time: DESIGN.md tests 1 and 3, partial cancellation,
-//! leader panics and takeover.
+//! One origin call per key at a time: a hot key under hundreds of callers, a failing or
+//! panicking leader (the next call retries), partial cancellation and takeover.
 mod common;
 
 use common::{bounded, callers_at_once, paused, AppError, Mode, Origin};
