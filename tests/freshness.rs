@@ -1,5 +1,6 @@
 //! Fresh, stale and expired values; deadlines; fail-safe; XFetch; jitter: an origin
-//! slower than every deadline, and nothing served past the stale window. Time is Tokio's paused clock, so every duration here is exact.
+//! slower than every deadline, and nothing served past the stale window. Time is Tokio's
+//! paused clock, so every duration here is exact.
 mod common;
 
 use common::{bounded, loads_finished, paused, AppError, Origin};
