@@ -302,7 +302,9 @@ fn assertions(
         Returns::Value(ty) => quote_spanned! {value_span=>
             {
                 use #private::ProbeValue as _;
-                #private::assert_plain_value(#private::Probe::<#ty>::new().returns());
+                // A binding, so the error is placed under the return type.
+                let __stampede_returns = #private::Probe::<#ty>::new().returns();
+                #private::assert_plain_value(__stampede_returns);
             }
         },
         Returns::Result { .. } => TokenStream::new(),
