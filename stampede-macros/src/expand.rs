@@ -147,16 +147,15 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             // The instantiation this call runs in (a generic `impl` makes several), as the
             // type name of a closure written here: one constant per instantiation.
             let __stampede_here: &'static str = ::core::any::type_name_of_val(&|| ());
-            static __STAMPEDE_CACHE: #private::OnceLock<(&'static str, #cache_ty)> = #private::OnceLock::new();
-            let (__stampede_filled_by, __stampede_first) = __STAMPEDE_CACHE.get_or_init(|| {
-                (__stampede_here, #private::cache_at(&#body_site, __stampede_here))
-            });
+            static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
+            let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
             let __stampede_other;
-            let __stampede_cache = if #private::same_instance(__stampede_filled_by, __stampede_here) {
-                __stampede_first
-            } else {
-                __stampede_other = #private::cache_at(&#body_site, __stampede_here);
-                &__stampede_other
+            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_make) {
+                ::core::option::Option::Some(cache) => cache,
+                ::core::option::Option::None => {
+                    __stampede_other = __STAMPEDE_CACHES.other(__stampede_here, __stampede_make);
+                    &__stampede_other
+                }
             };
             #call
         }
@@ -302,7 +301,9 @@ fn assertions(
         Returns::Value(ty) => quote_spanned! {value_span=>
             {
                 use #private::ProbeValue as _;
-                #private::assert_plain_value(#private::Probe::<#ty>::new().returns());
+                // A binding, so the error is placed under the return type.
+                let __stampede_returns = #private::Probe::<#ty>::new().returns();
+                #private::assert_plain_value(__stampede_returns);
             }
         },
         Returns::Result { .. } => TokenStream::new(),

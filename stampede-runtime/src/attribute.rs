@@ -7,7 +7,7 @@ use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
 use crate::policy::PolicyBuilder;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 /// The handle of one expansion of the attribute (see the `handle` module).
 pub const fn handle<K, V, E>(
@@ -38,12 +38,59 @@ where
     handle.cache_at(here)
 }
 
-/// Whether the body's static was filled by this very instantiation: the type name of one
-/// closure is one constant, so comparing addresses suffices (a false "no" only costs the
-/// slow path).
-#[inline]
-pub fn same_instance(filled_by: &'static str, here: &'static str) -> bool {
-    std::ptr::eq(filled_by, here)
+/// A cached function's caches, one per instantiation, in a static of the function. The
+/// first instantiation's cache is one load and a pointer compare away; another's (a
+/// generic impl's second type) is found under a read lock.
+pub struct Instances<C> {
+    first: OnceLock<(&'static str, C)>,
+    others: RwLock<Vec<(&'static str, C)>>,
+}
+
+impl<C: Clone> Instances<C> {
+    /// No cache yet.
+    pub const fn new() -> Self {
+        Instances {
+            first: OnceLock::new(),
+            others: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The cache of `here` if it is the first instantiation that asked. `here` is the type
+    /// name of one closure, one constant per instantiation, so comparing addresses
+    /// suffices: a false "no" only costs [`Instances::other`], which finds the same cache.
+    #[inline]
+    pub fn first(&self, here: &'static str, make: impl FnOnce() -> C) -> Option<&C> {
+        let (filled_by, cache) = self.first.get_or_init(|| (here, make()));
+        std::ptr::eq(*filled_by, here).then_some(cache)
+    }
+
+    /// The cache of any other instantiation.
+    #[cold]
+    pub fn other(&self, here: &'static str, make: impl FnOnce() -> C) -> C {
+        let found = |others: &[(&'static str, C)]| {
+            others
+                .iter()
+                .find(|(at, _)| *at == here)
+                .map(|(_, cache)| cache.clone())
+        };
+        if let Some(cache) = found(&self.others.read().unwrap_or_else(PoisonError::into_inner)) {
+            return cache;
+        }
+        let mut others = self.others.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cache) = found(&others) {
+            return cache;
+        }
+        // `make` finds the cache by identity, so a second one is never built.
+        let cache = make();
+        others.push((here, cache.clone()));
+        cache
+    }
+}
+
+impl<C: Clone> Default for Instances<C> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// The name the cache is built under.

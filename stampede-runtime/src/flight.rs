@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 
@@ -69,8 +70,12 @@ pub(crate) enum Outcome<T> {
 }
 
 struct Flight<T> {
+    /// Unique in the process, so a stale id can never name a later flight.
+    id: u64,
     state: Mutex<FlightState<T>>,
 }
+
+static FLIGHT_IDS: AtomicU64 = AtomicU64::new(0);
 
 struct FlightState<T> {
     outcome: Option<Outcome<T>>,
@@ -119,6 +124,7 @@ impl<K: Hash + Eq + Clone, T: Clone> Flights<K, T> {
         joinable: bool,
     ) -> Leader<K, T> {
         let flight = Arc::new(Flight {
+            id: FLIGHT_IDS.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(FlightState {
                 outcome: None,
                 wakers: Vec::new(),
@@ -191,9 +197,9 @@ impl<K: Hash + Eq + Clone, T: Clone> Leader<K, T> {
         }
     }
 
-    /// Identifies the flight while it runs (see [`Waiter::flight_id`]).
-    pub(crate) fn flight_id(&self) -> usize {
-        Arc::as_ptr(&self.flight) as *const () as usize
+    /// Identifies the flight (see [`Waiter::flight_id`]).
+    pub(crate) fn flight_id(&self) -> u64 {
+        self.flight.id
     }
 
     /// Publishes `outcome` to every waiter. `store` receives the key and runs under the
@@ -253,9 +259,9 @@ pub(crate) struct Waiter<T> {
 }
 
 impl<T> Waiter<T> {
-    /// The flight awaited, comparable with [`Leader::flight_id`] while it runs.
-    pub(crate) fn flight_id(&self) -> usize {
-        Arc::as_ptr(&self.flight) as *const () as usize
+    /// The flight awaited, comparable with [`Leader::flight_id`].
+    pub(crate) fn flight_id(&self) -> u64 {
+        self.flight.id
     }
 }
 

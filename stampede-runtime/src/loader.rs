@@ -881,11 +881,11 @@ where
 
 tokio::task_local! {
     /// The flights whose origin the current task is running, innermost last.
-    static LEADING: Vec<usize>;
+    static LEADING: Vec<u64>;
 }
 
 /// Whether the current task runs the origin of flight `id` (directly or further out).
-fn leads(id: usize) -> bool {
+fn leads(id: u64) -> bool {
     LEADING
         .try_with(|leading| leading.contains(&id))
         .unwrap_or(false)
@@ -899,7 +899,7 @@ fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
 }
 
 /// Runs an origin as the leader of flight `id`.
-fn within_leader<T: Future>(id: usize, origin: T) -> impl Future<Output = T::Output> {
+fn within_leader<T: Future>(id: u64, origin: T) -> impl Future<Output = T::Output> {
     let mut leading = LEADING.try_with(Vec::clone).unwrap_or_default();
     leading.push(id);
     LEADING.scope(leading, origin)
