@@ -426,15 +426,11 @@ enum Retry {
     Never,
 }
 
-/// Errors a healthy node gives while a slot moves (left over once the client's
-/// redirects ran out): TRYAGAIN while a script's keys are split between two nodes.
+/// The error a healthy node gives while a slot moves: TRYAGAIN, when a script's keys are
+/// split between the two nodes. (A MOVED or ASK left over once the client's redirects ran
+/// out is not one: a dead master's slots end that way too.)
 fn slot_in_motion(error: &RedisError) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::TryAgain | ServerErrorKind::Ask | ServerErrorKind::Moved
-        )
-    )
+    error.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -652,3 +648,7 @@ impl SharedStore for RedisStore {
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cluster_tests.rs"]
+mod cluster_tests;
