@@ -452,3 +452,118 @@ async fn a_dead_master_fails_only_its_keys_fast_and_everything_returns_after_its
     ));
     assert_eq!(store.stats().breaker, BreakerState::Closed);
 }
+
+fn percentiles(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    format!("p50 {:.2?}, p99 {:.2?}", at(0.50), at(0.99))
+}
+
+/// Plain PUBLISH (what the store sends) against sharded SPUBLISH, on the same cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p stampede-runtime --lib wake_up_latency -- --ignored --nocapture"]
+async fn wake_up_latency_of_plain_and_sharded_notices() {
+    use redis::cluster::ClusterClientBuilder;
+    const SAMPLES: u64 = 300;
+    let Some(cluster) = RedisCluster::start() else {
+        return;
+    };
+
+    // The store end to end: publish on one replica, its waiter woken on another.
+    let (a, b) = (store(&cluster), store(&cluster));
+    subscribed(&a).await;
+    subscribed(&b).await;
+    let mut store_wakes = Vec::new();
+    for id in 0..SAMPLES {
+        let key = key("latency", id);
+        let read = a.read(&key, miss_lease()).await.unwrap();
+        let Lease::Granted { fence } = read.lease else {
+            panic!()
+        };
+        let waiter = b.watch(&key);
+        let started = Instant::now();
+        a.publish(&key, publication(&read, fence, "v", None))
+            .await
+            .unwrap();
+        assert!(matches!(
+            within(PROMPTLY, waiter).await,
+            Ok(Wake::Notice(_))
+        ));
+        store_wakes.push(started.elapsed());
+    }
+
+    // The bare commands: PUBLISH to one node-level subscriber; SPUBLISH to a cluster
+    // client that SSUBSCRIBEs the key's channel first (a channel lives in one slot, so a
+    // waiter must subscribe per key, or per slot, on the shard that owns it).
+    let client = ClusterClientBuilder::new(cluster.node_urls())
+        .build()
+        .unwrap();
+    let mut publisher = client.get_async_connection().await.unwrap();
+    let (push_sender, mut pushes) = mpsc::unbounded_channel();
+    let mut plain_subscriber = connection::subscriber(
+        &cluster.node_urls()[0],
+        Patience {
+            response_timeout: PROMPTLY,
+        },
+        push_sender,
+    )
+    .unwrap();
+    plain_subscriber.subscribe("plain").await.unwrap();
+    let (push_sender, mut sharded_pushes) = mpsc::unbounded_channel();
+    let mut sharded_subscriber = ClusterClientBuilder::new(cluster.node_urls())
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .push_sender(push_sender)
+        .build()
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+    let (mut plain, mut sharded, mut ssubscribes) = (Vec::new(), Vec::new(), Vec::new());
+    for id in 0..SAMPLES {
+        let started = Instant::now();
+        let _: u64 = redis::cmd("PUBLISH")
+            .arg("plain")
+            .arg(id)
+            .query_async(&mut publisher)
+            .await
+            .unwrap();
+        within(PROMPTLY, async {
+            while pushes.recv().await.unwrap().kind != PushKind::Message {}
+        })
+        .await;
+        plain.push(started.elapsed());
+
+        let channel = format!("sharded:{{latency:{id}}}");
+        let started = Instant::now();
+        sharded_subscriber.ssubscribe(&channel).await.unwrap();
+        ssubscribes.push(started.elapsed());
+        let started = Instant::now();
+        let _: u64 = redis::cmd("SPUBLISH")
+            .arg(&channel)
+            .arg(id)
+            .query_async(&mut publisher)
+            .await
+            .unwrap();
+        within(PROMPTLY, async {
+            while sharded_pushes.recv().await.unwrap().kind != PushKind::SMessage {}
+        })
+        .await;
+        sharded.push(started.elapsed());
+    }
+    println!(
+        "store publish -> waiter on another replica woken: {}",
+        percentiles(store_wakes)
+    );
+    println!(
+        "PUBLISH -> node subscriber:                      {}",
+        percentiles(plain)
+    );
+    println!(
+        "SPUBLISH -> cluster SSUBSCRIBEr:                 {}",
+        percentiles(sharded)
+    );
+    println!(
+        "SSUBSCRIBE of the key's channel (per wait):      {}",
+        percentiles(ssubscribes)
+    );
+}

@@ -1,9 +1,16 @@
-//! The Redis backend of the shared store.
+//! The Redis backend of the shared store: one Redis server or one Redis Cluster.
 //!
-//! One lazily connected, multiplexed `ConnectionManager` carries every call of one store
-//! (one store per runtime, that is per replica); a second, RESP3 one carries the notice
-//! subscription ([`notices`]). An unreachable Redis at start-up is not an error: calls
-//! fail until it answers, and the loader falls back to memory meanwhile.
+//! One lazily connected, multiplexed [`connection::Connection`] carries every call of one
+//! store (one store per runtime, that is per replica): a `ConnectionManager` for one
+//! server, the `redis` crate's cluster client for a cluster. A second, RESP3 connection
+//! to one node carries the notice subscription ([`notices`]). An unreachable Redis at
+//! start-up is not an error: calls fail until it answers, and the loader falls back to
+//! memory meanwhile.
+//!
+//! ```ignore
+//! RedisStore::connect(RedisConfig::new("redis://cache:6379/"))?;
+//! RedisStore::connect(RedisConfig::cluster(["redis://c1:7000", "redis://c2:7000"]))?;
+//! ```
 //!
 //! # Every call is bounded
 //! Each call runs under the response timeout (default 250 ms) on top of the client's own,
@@ -24,6 +31,25 @@
 //! - `invalidate`: raises the fence (and, with a source version, the mark), deletes the
 //!   value and the lease, announces it;
 //! - `release`: deletes the lease only if it still holds the owner's fence.
+//!
+//! # In a Redis Cluster
+//! - Every key a script names shares the entry's hash tag, so each script runs on the
+//!   one master owning that slot; the cluster client routes EVALSHA by its first key and,
+//!   after NOSCRIPT, loads the script on every master.
+//! - Each master has its own breaker ([`cluster`]): a dead shard's keys fail fast while
+//!   the other shards' keys are served as before.
+//! - While a slot migrates, a script whose keys are split between the two nodes (or that
+//!   names a key that does not exist yet, such as a lease) gets TRYAGAIN; the client
+//!   retries within the call's deadline and a migration that outlasts it fails the call
+//!   (the loader loads locally). That is the slot moving, not the node failing, so it
+//!   does not count against the master's breaker. MOVED and ASK are followed by the
+//!   client.
+//! - The cluster client resends a command after a connection error on its own. For a
+//!   read that takes a lease this can leave a lease no caller holds; it lapses with its
+//!   TTL, and waiters end by the lease's remaining time, so it costs a delay, never a
+//!   wrong value.
+//! - Run the cluster with `cluster-require-full-coverage no`: with the default, every
+//!   node refuses every query while one master is down.
 mod breaker;
 mod cluster;
 mod connection;
