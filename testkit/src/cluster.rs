@@ -121,8 +121,8 @@ impl RedisCluster {
     }
 
     /// Moves `slot` from master `from` to master `to` as an operator would: IMPORTING on
-    /// the target, MIGRATING on the source, MIGRATE its keys a few at a time (clients meet
-    /// ASK meanwhile), then the new owner on every master.
+    /// the target, MIGRATING on the source, MIGRATE its keys one at a time (clients meet
+    /// ASK and TRYAGAIN meanwhile), then the new owner on every master.
     pub fn migrate_slot(&self, slot: u16, from: usize, to: usize) {
         let slot = slot.to_string();
         let id = |i: usize| self.cli(i, &["CLUSTER", "MYID"]);
@@ -137,7 +137,7 @@ impl RedisCluster {
         );
         let to_port = self.nodes[to].port.to_string();
         loop {
-            let listed = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "5"]);
+            let listed = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "1"]);
             let keys: Vec<&str> = listed.lines().filter(|key| !key.is_empty()).collect();
             if keys.is_empty() {
                 break;

@@ -125,6 +125,12 @@ impl Shards {
             return false;
         };
         ranges.sort_by_key(|range| range.first);
+        // A master that left the map (failed over, removed) and the breaker of the
+        // unknown master are not consulted any more: their state must not linger in stats.
+        self.breakers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|address, _| ranges.iter().any(|range| range.master == *address));
         *self.ranges.write().unwrap_or_else(PoisonError::into_inner) = ranges;
         true
     }
@@ -218,6 +224,13 @@ mod tests {
     #[test]
     fn keys_pass_their_masters_breaker_only() {
         let shards = Shards::new(1, Duration::from_secs(60));
+        let unknown = shards.for_key("{a}x").1;
+        unknown.failed(unknown.pass().unwrap());
+        assert_eq!(
+            shards.summary().0,
+            BreakerState::Open,
+            "before the map, every key shares one breaker"
+        );
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         let range = |first, last, port| {
             Value::Array(vec![
@@ -245,5 +258,11 @@ mod tests {
             "an unreadable reply keeps the map"
         );
         assert_eq!(shards.masters().len(), 3);
+        assert!(shards.update(&Value::Array(vec![range(0, 16383, 7000)])));
+        assert_eq!(
+            shards.summary().0,
+            BreakerState::Closed,
+            "a master gone from the map leaves no open breaker behind"
+        );
     }
 }
