@@ -81,7 +81,7 @@ async fn put(store: &RedisStore, key: &EntryKey, value: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_script_names_keys_of_one_slot_and_scripts_reload_on_every_master() {
+async fn every_script_names_keys_of_one_slot_and_a_lost_script_reloads_on_its_keys_master() {
     let Some(cluster) = RedisCluster::start() else {
         return;
     };
@@ -113,6 +113,14 @@ async fn every_script_names_keys_of_one_slot_and_scripts_reload_on_every_master(
     }
     for i in 0..MASTERS {
         assert_eq!(cluster.cli(i, &["SCRIPT", "FLUSH"]), "OK");
+    }
+    // The script goes back to the key's master only.
+    let (first, owner) = &keys[0];
+    store.read(first, None).await.unwrap();
+    let hash = store.inner.scripts.read.hash();
+    for i in 0..MASTERS {
+        let loaded = cluster.cli(i, &["SCRIPT", "EXISTS", hash]);
+        assert_eq!(loaded, if i == *owner { "1" } else { "0" }, "master {i}");
     }
     for (key, owner) in &keys {
         let read = store.read(key, None).await.unwrap();
@@ -405,12 +413,29 @@ async fn a_dead_master_fails_only_its_keys_fast_and_everything_returns_after_its
             }
         }
     }
-    // The dead master's breaker is open: its keys fail at once, nobody else's do.
+    // Scripts lost on a live master load again there, whatever the dead one.
+    for live in (0..MASTERS).filter(|&i| i != dead) {
+        assert_eq!(cluster.cli(live, &["SCRIPT", "FLUSH"]), "OK");
+    }
+    for (key, owner) in keys.iter().filter(|(_, owner)| *owner != dead) {
+        let read = store.read(key, None).await;
+        assert_eq!(
+            value_of(&read.unwrap()).as_deref(),
+            Some("kept"),
+            "master {owner}"
+        );
+    }
+    // Only the dead master's breaker opened (it stays open or probing while the master is
+    // down): its keys fail without waiting on it, nobody else's do.
     let (dead_key, _) = keys.iter().find(|(_, owner)| *owner == dead).unwrap();
-    assert_eq!(
-        store.read(dead_key, None).await,
-        Err(StoreError::Unavailable)
-    );
+    for (key, owner) in &keys {
+        let state = store.inner.shards.for_key(key.value()).1.state();
+        assert_eq!(
+            state == BreakerState::Closed,
+            *owner != dead,
+            "master {owner}"
+        );
+    }
     assert_eq!(store.stats().breaker_opened, 1);
 
     // The subscription moved to a live node: notices flow while the master is down.

@@ -23,7 +23,8 @@
 //!
 //! # The scripts
 //! Each operation is one Lua script (`lua/*.lua`, sharing `lua/prelude.lua`) sent with
-//! EVALSHA and reloaded on NOSCRIPT (after a restart, failover or `SCRIPT FLUSH`):
+//! EVALSHA, and as EVAL after NOSCRIPT (a restart, failover or `SCRIPT FLUSH`; see
+//! [`script`]):
 //! - `read`: the value, the server's `TIME`, the fence and, when asked, the lease;
 //! - `publish`: stores only under the current fence and a source version not older than
 //!   the key's mark, with PX = keep_until − server now, releases the owner's lease, then
@@ -34,8 +35,8 @@
 //!
 //! # In a Redis Cluster
 //! - Every key a script names shares the entry's hash tag, so each script runs on the
-//!   one master owning that slot; the cluster client routes EVALSHA by its first key and,
-//!   after NOSCRIPT, loads the script on every master.
+//!   one master owning that slot; the cluster client routes EVALSHA, and EVAL after
+//!   NOSCRIPT, by the first key.
 //! - Each master has its own breaker ([`cluster`]): a dead shard's keys fail fast while
 //!   the other shards' keys are served as before.
 //! - While a slot migrates, a script whose keys are split between the two nodes (or that
@@ -54,6 +55,7 @@ mod breaker;
 mod cluster;
 mod connection;
 mod notices;
+mod script;
 
 use super::keys::{notice_channel, EntryKey};
 use super::shared::{
@@ -69,7 +71,8 @@ use futures_util::future::BoxFuture;
 use notices::NoticeHub;
 use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{ErrorKind, PushKind, RedisError, RedisResult, Script, ServerErrorKind};
+use redis::{ErrorKind, PushKind, RedisError, RedisResult, ServerErrorKind};
+use script::LuaScript;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -128,16 +131,16 @@ impl RedisConfig {
 }
 
 struct Scripts {
-    read: Script,
-    publish: Script,
-    invalidate: Script,
-    release: Script,
+    read: LuaScript,
+    publish: LuaScript,
+    invalidate: LuaScript,
+    release: LuaScript,
 }
 
 impl Scripts {
     fn new() -> Self {
         let prelude = include_str!("lua/prelude.lua");
-        let script = |body: &str| Script::new(&format!("{prelude}\n{body}"));
+        let script = |body: &str| LuaScript::new(format!("{prelude}\n{body}"));
         Self {
             read: script(include_str!("lua/read.lua")),
             publish: script(include_str!("lua/publish.lua")),
