@@ -113,7 +113,8 @@ impl RedisConfig {
     }
 
     /// A Redis Cluster reached through any of `nodes` (`redis://host:port` each), with
-    /// the defaults.
+    /// the defaults. Calls reach every master whichever nodes are listed; the notice
+    /// subscription moves only among the listed ones, so list more than one.
     pub(crate) fn cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
         Self::with_target(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
     }
