@@ -13,9 +13,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cluster;
 mod proxy;
 mod server;
 
+pub use cluster::RedisCluster;
 pub use proxy::Proxy;
 pub use server::{RedisServer, REQUIRE_REDIS_VAR};
 
@@ -50,6 +52,27 @@ mod tests {
             .unwrap();
         stream.read_exact(&mut reply).unwrap();
         assert_eq!(&reply, b"+PONG\r\n");
+    }
+
+    #[test]
+    fn a_cluster_forms_migrates_a_slot_and_survives_a_restart() {
+        let Some(mut cluster) = super::RedisCluster::start() else {
+            return;
+        };
+        // `{a}` hashes to slot 15495.
+        let owner = cluster.owner(15495);
+        assert_eq!(cluster.cli(owner, &["SET", "{a}x", "1"]), "OK");
+        let to = (owner + 1) % 3;
+        cluster.migrate_slot(15495, owner, to);
+        assert_eq!(cluster.owner(15495), to);
+        assert_eq!(cluster.cli(to, &["GET", "{a}x"]), "1");
+        cluster.restart(to);
+        assert_eq!(
+            cluster.owner(15495),
+            to,
+            "a restarted master keeps its slots"
+        );
+        assert_eq!(cluster.cli(to, &["EXISTS", "{a}x"]), "0");
     }
 
     #[test]

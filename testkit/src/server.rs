@@ -25,24 +25,7 @@ impl RedisServer {
     /// Starts a server, or returns `None` after a loud message when `redis-server` is not
     /// installed, unless `STAMPEDE_REQUIRE_REDIS=1`, which turns the skip into a panic.
     pub fn start() -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_err()
-        {
-            if std::env::var(REQUIRE_REDIS_VAR).as_deref() == Ok("1") {
-                panic!(
-                    "redis-server is not on PATH and {REQUIRE_REDIS_VAR}=1: install it \
-                     (`sudo apt-get install -y redis-server`, or `brew install redis`)"
-                );
-            }
-            eprintln!(
-                "\n*** SKIPPED: redis-server is not on PATH, so this Redis test did not run. \
-                 Install it (`sudo apt-get install -y redis-server`) to run it; \
-                 {REQUIRE_REDIS_VAR}=1 makes this a failure. ***\n"
-            );
+        if !redis_installed() {
             return None;
         }
         let dir = tempfile::tempdir().expect("a temp dir for redis-server");
@@ -134,6 +117,32 @@ impl Drop for RedisServer {
     }
 }
 
+/// Whether `redis-server` is on PATH; a loud skip message when not, a panic when not and
+/// `STAMPEDE_REQUIRE_REDIS=1`.
+pub(crate) fn redis_installed() -> bool {
+    if Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+    {
+        return true;
+    }
+    if std::env::var(REQUIRE_REDIS_VAR).as_deref() == Ok("1") {
+        panic!(
+            "redis-server is not on PATH and {REQUIRE_REDIS_VAR}=1: install it \
+             (`sudo apt-get install -y redis-server`, or `brew install redis`)"
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED: redis-server is not on PATH, so this Redis test did not run. \
+         Install it (`sudo apt-get install -y redis-server`) to run it; \
+         {REQUIRE_REDIS_VAR}=1 makes this a failure. ***\n"
+    );
+    false
+}
+
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
     listener.local_addr().expect("its address").port()
@@ -165,7 +174,7 @@ fn spawn(port: u16, dir: &std::path::Path) -> Option<Child> {
     None
 }
 
-fn ping(port: u16) -> bool {
+pub(crate) fn ping(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;

@@ -1,9 +1,16 @@
-//! The Redis backend of the shared store.
+//! The Redis backend of the shared store: one Redis server or one Redis Cluster.
 //!
-//! One lazily connected, multiplexed `ConnectionManager` carries every call of one store
-//! (one store per runtime, that is per replica); a second, RESP3 one carries the notice
-//! subscription ([`notices`]). An unreachable Redis at start-up is not an error: calls
-//! fail until it answers, and the loader falls back to memory meanwhile.
+//! One lazily connected, multiplexed [`connection::Connection`] carries every call of one
+//! store (one store per runtime, that is per replica): a `ConnectionManager` for one
+//! server, the `redis` crate's cluster client for a cluster. A second, RESP3 connection
+//! to one node carries the notice subscription ([`notices`]). An unreachable Redis at
+//! start-up is not an error: calls fail until it answers, and the loader falls back to
+//! memory meanwhile.
+//!
+//! ```ignore
+//! RedisStore::connect(RedisConfig::new("redis://cache:6379/"))?;
+//! RedisStore::connect(RedisConfig::cluster(["redis://c1:7000", "redis://c2:7000"]))?;
+//! ```
 //!
 //! # Every call is bounded
 //! Each call runs under the response timeout (default 250 ms) on top of the client's own,
@@ -16,7 +23,8 @@
 //!
 //! # The scripts
 //! Each operation is one Lua script (`lua/*.lua`, sharing `lua/prelude.lua`) sent with
-//! EVALSHA and reloaded on NOSCRIPT (after a restart, failover or `SCRIPT FLUSH`):
+//! EVALSHA, and as EVAL after NOSCRIPT (a restart, failover or `SCRIPT FLUSH`; see
+//! [`script`]):
 //! - `read`: the value, the server's `TIME`, the fence and, when asked, the lease;
 //! - `publish`: stores only under the current fence and a source version not older than
 //!   the key's mark, with PX = keep_until − server now, releases the owner's lease, then
@@ -24,8 +32,30 @@
 //! - `invalidate`: raises the fence (and, with a source version, the mark), deletes the
 //!   value and the lease, announces it;
 //! - `release`: deletes the lease only if it still holds the owner's fence.
+//!
+//! # In a Redis Cluster
+//! - Every key a script names shares the entry's hash tag, so each script runs on the
+//!   one master owning that slot; the cluster client routes EVALSHA, and EVAL after
+//!   NOSCRIPT, by the first key.
+//! - Each master has its own breaker ([`cluster`]): a dead shard's keys fail fast while
+//!   the other shards' keys are served as before.
+//! - While a slot migrates, a script whose keys are split between the two nodes (or that
+//!   names a key that does not exist yet, such as a lease) gets TRYAGAIN; the client
+//!   retries within the call's deadline and a migration that outlasts it fails the call
+//!   (the loader loads locally). That is the slot moving, not the node failing, so it
+//!   does not count against the master's breaker. MOVED and ASK are followed by the
+//!   client.
+//! - The cluster client resends a command after a connection error on its own. For a
+//!   read that takes a lease this can leave a lease no caller holds; it lapses with its
+//!   TTL, and waiters end by the lease's remaining time, so it costs a delay, never a
+//!   wrong value.
+//! - Run the cluster with `cluster-require-full-coverage no`: with the default, every
+//!   node refuses every query while one master is down.
 mod breaker;
+mod cluster;
+mod connection;
 mod notices;
+mod script;
 
 use super::keys::{notice_channel, EntryKey};
 use super::shared::{
@@ -34,12 +64,15 @@ use super::shared::{
 };
 use super::wire::version_digits;
 use breaker::Breaker;
+use cluster::Shards;
+pub(crate) use connection::Target;
+use connection::{Connection, Patience};
 use futures_util::future::BoxFuture;
 use notices::NoticeHub;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{
-    Client, IntoConnectionInfo, ProtocolVersion, PushKind, RedisError, RedisResult, Script,
-};
+use redis::aio::ConnectionManager;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{ErrorKind, PushKind, RedisError, RedisResult, ServerErrorKind};
+use script::LuaScript;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -64,7 +97,7 @@ const MARK_KEEP: Duration = Duration::from_secs(24 * 3600);
 /// How to reach Redis and how patient to be with it.
 #[derive(Debug, Clone)]
 pub(crate) struct RedisConfig {
-    pub(crate) url: String,
+    pub(crate) target: Target,
     /// The first segment of every key, and the notice channel's name.
     pub(crate) prefix: String,
     pub(crate) response_timeout: Duration,
@@ -74,9 +107,21 @@ pub(crate) struct RedisConfig {
 }
 
 impl RedisConfig {
+    /// One Redis server at `url`, with the defaults.
     pub(crate) fn new(url: impl Into<String>) -> Self {
+        Self::with_target(Target::Node(url.into()))
+    }
+
+    /// A Redis Cluster reached through any of `nodes` (`redis://host:port` each), with
+    /// the defaults. Calls reach every master whichever nodes are listed; the notice
+    /// subscription moves only among the listed ones, so list more than one.
+    pub(crate) fn cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::with_target(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
+    }
+
+    fn with_target(target: Target) -> Self {
         Self {
-            url: url.into(),
+            target,
             prefix: "stampede".into(),
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             breaker_failures: DEFAULT_BREAKER_FAILURES,
@@ -87,16 +132,16 @@ impl RedisConfig {
 }
 
 struct Scripts {
-    read: Script,
-    publish: Script,
-    invalidate: Script,
-    release: Script,
+    read: LuaScript,
+    publish: LuaScript,
+    invalidate: LuaScript,
+    release: LuaScript,
 }
 
 impl Scripts {
     fn new() -> Self {
         let prelude = include_str!("lua/prelude.lua");
-        let script = |body: &str| Script::new(&format!("{prelude}\n{body}"));
+        let script = |body: &str| LuaScript::new(format!("{prelude}\n{body}"));
         Self {
             read: script(include_str!("lua/read.lua")),
             publish: script(include_str!("lua/publish.lua")),
@@ -121,10 +166,10 @@ fn bump(counter: &AtomicU64) {
 
 struct Inner {
     config: RedisConfig,
-    connection: ConnectionManager,
+    connection: Connection,
     channel: String,
     scripts: Scripts,
-    breaker: Breaker,
+    shards: Shards,
     hub: NoticeHub,
     counters: Counters,
 }
@@ -153,41 +198,22 @@ impl RedisStore {
             ));
         }
         let backend = |e: RedisError| StoreError::Backend(e.to_string());
-        let info = config
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(backend)?;
+        if config.target.urls().is_empty() {
+            return Err(StoreError::Backend(
+                "a Redis Cluster needs at least one node".into(),
+            ));
+        }
         // The store's own deadline bounds every call; the client's are a backstop.
-        let client_config = || {
-            ConnectionManagerConfig::new()
-                .set_response_timeout(Some(config.response_timeout))
-                .set_connection_timeout(Some(config.response_timeout))
-                .set_number_of_retries(1)
+        let patience = Patience {
+            response_timeout: config.response_timeout,
         };
-        let connection = ConnectionManager::new_lazy_with_config(
-            Client::open(info.clone()).map_err(backend)?,
-            client_config(),
-        )
-        .map_err(backend)?;
-
-        let resp3 = info.clone().set_redis_settings(
-            info.redis_settings()
-                .clone()
-                .set_protocol(ProtocolVersion::RESP3),
-        );
+        let connection = Connection::open(&config.target, patience).map_err(backend)?;
         let (push_sender, pushes) = mpsc::unbounded_channel();
-        let subscriber = ConnectionManager::new_lazy_with_config(
-            Client::open(resp3).map_err(backend)?,
-            client_config()
-                .set_push_sender(push_sender)
-                .set_automatic_resubscription(),
-        )
-        .map_err(backend)?;
+        let subscriber = Subscriber::open(&config.target, patience, push_sender)?;
 
         let inner = Arc::new(Inner {
             channel: notice_channel(&config.prefix),
-            breaker: Breaker::new(config.breaker_failures, config.breaker_cooldown),
+            shards: Shards::new(config.breaker_failures, config.breaker_cooldown),
             hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
             scripts: Scripts::new(),
             counters: Counters::default(),
@@ -216,14 +242,34 @@ impl Inner {
     /// connection error (the reconnect gap) while time remains, when `retry` allows: the
     /// first attempt may have run before its connection broke, so only calls that may run
     /// twice retry (a lease taken twice would leave a phantom lease of our own).
-    async fn call<T, F, Fut>(&self, retry: Retry, attempt: F) -> Result<T, StoreError>
+    async fn call<T, F, Fut>(
+        &self,
+        key: &EntryKey,
+        retry: Retry,
+        attempt: F,
+    ) -> Result<T, StoreError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Connection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (_, breaker) = self.shards.for_key(key.value());
+        self.call_through(&breaker, retry, attempt).await
+    }
+
+    /// [`Inner::call`] through a given breaker: the one of the master it goes to.
+    async fn call_through<T, F, Fut>(
+        &self,
+        breaker: &Breaker,
+        retry: Retry,
+        attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn(Connection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         // Refused calls are not errors of Redis: the breaker's state and time degraded
         // account for them.
-        let Some(pass) = self.breaker.pass() else {
+        let Some(pass) = breaker.pass() else {
             return Err(StoreError::Unavailable);
         };
         let timeout = self.config.response_timeout;
@@ -243,13 +289,19 @@ impl Inner {
         .await;
         let result = match outcome {
             Ok(Ok(value)) => {
-                self.breaker.succeeded(pass);
+                breaker.succeeded(pass);
                 return Ok(value);
+            }
+            Ok(Err(e)) if slot_in_motion(&e) => {
+                // The node answered: its slot is migrating, not its health failing.
+                breaker.succeeded(pass);
+                bump(&self.counters.errors);
+                return Err(StoreError::Backend(e.to_string()));
             }
             Ok(Err(e)) => StoreError::Backend(e.to_string()),
             Err(_) => StoreError::Timeout(timeout),
         };
-        self.breaker.failed(pass);
+        breaker.failed(pass);
         bump(&self.counters.errors);
         Err(result)
     }
@@ -272,7 +324,7 @@ impl Inner {
             Retry::OnConnectionError
         };
         let (now, envelope, fence, lease, left): (u64, Option<Vec<u8>>, u64, String, u64) = self
-            .call(retry, |mut connection| {
+            .call(key, retry, |mut connection| {
                 let mut invocation = self.scripts.read.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -313,7 +365,7 @@ impl Inner {
             .map(version_digits)
             .unwrap_or_default();
         let (outcome, notices): (String, u64) = self
-            .call(Retry::OnConnectionError, |mut connection| {
+            .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -348,7 +400,7 @@ impl Inner {
     ) -> Result<Invalidated, StoreError> {
         let version = source_version.map(version_digits).unwrap_or_default();
         let fence: i64 = self
-            .call(Retry::OnConnectionError, |mut connection| {
+            .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.invalidate.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -375,7 +427,7 @@ impl Inner {
 
     async fn release(&self, key: &EntryKey, fence: u64) -> Result<bool, StoreError> {
         let released: i64 = self
-            .call(Retry::OnConnectionError, |mut connection| {
+            .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.release.prepare_invoke();
                 invocation
                     .key(key.value())
@@ -404,6 +456,13 @@ enum Retry {
     Never,
 }
 
+/// The error a healthy node gives while a slot moves: TRYAGAIN, when a script's keys are
+/// split between the two nodes. (A MOVED or ASK left over once the client's redirects ran
+/// out is not one: a dead master's slots end that way too.)
+fn slot_in_motion(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -427,9 +486,58 @@ async fn receive_pushes(inner: Weak<Inner>, mut pushes: mpsc::UnboundedReceiver<
     }
 }
 
-/// About once a second: PING through the breaker (probing it when open, reconnecting
-/// while nobody calls) and keep the subscription up, subscribing again when it dropped.
-async fn heartbeat(inner: Weak<Inner>, mut subscriber: ConnectionManager) {
+/// The notice subscription's connection: one node. Notices go out with plain `PUBLISH`,
+/// which a cluster broadcasts to every node, so in a cluster any node will do, and the
+/// subscriber moves to the next one when its node does not let it subscribe.
+struct Subscriber {
+    urls: Vec<String>,
+    at: usize,
+    patience: Patience,
+    pushes: mpsc::UnboundedSender<redis::PushInfo>,
+    connection: ConnectionManager,
+}
+
+impl Subscriber {
+    fn open(
+        target: &Target,
+        patience: Patience,
+        pushes: mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Result<Self, StoreError> {
+        let backend = |e: RedisError| StoreError::Backend(e.to_string());
+        let urls = target.urls().to_vec();
+        // Every URL is checked now, so moving on later cannot fail on a malformed one.
+        for url in &urls {
+            connection::subscriber(url, patience, pushes.clone()).map_err(backend)?;
+        }
+        let connection =
+            connection::subscriber(&urls[0], patience, pushes.clone()).map_err(backend)?;
+        Ok(Self {
+            urls,
+            at: 0,
+            patience,
+            pushes,
+            connection,
+        })
+    }
+
+    /// Moves to the next node, if there is another.
+    fn next_node(&mut self) {
+        if self.urls.len() < 2 {
+            return;
+        }
+        self.at = (self.at + 1) % self.urls.len();
+        if let Ok(connection) =
+            connection::subscriber(&self.urls[self.at], self.patience, self.pushes.clone())
+        {
+            self.connection = connection;
+        }
+    }
+}
+
+/// About once a second: in a cluster, reload the slot map; PING every master through its
+/// breaker (probing it when open, reconnecting while nobody calls); keep the subscription
+/// up, subscribing again (in a cluster, on the next node) when it dropped.
+async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
     let period = match inner.upgrade() {
         Some(inner) => inner.config.heartbeat,
         None => return,
@@ -440,27 +548,61 @@ async fn heartbeat(inner: Weak<Inner>, mut subscriber: ConnectionManager) {
         ticks.tick().await;
         let Some(inner) = inner.upgrade() else { return };
         inner.hub.prune();
-        let _ = inner
-            .call(Retry::OnConnectionError, |mut connection| async move {
-                redis::cmd("PING").query_async::<()>(&mut connection).await
-            })
-            .await;
         let timeout = inner.config.response_timeout;
+        if let Connection::Cluster(connection) = &inner.connection {
+            let mut connection = connection.clone();
+            let slots = connection.route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            );
+            if let Ok(Ok(reply)) = tokio::time::timeout(timeout, slots).await {
+                inner.shards.update(&reply);
+            }
+        }
+        for master in inner.shards.masters() {
+            let breaker = inner.shards.breaker(&master);
+            let _ = inner
+                .call_through(&breaker, Retry::OnConnectionError, |connection| {
+                    ping(connection, &master)
+                })
+                .await;
+        }
         if *inner.hub.subscription().borrow() {
             let ping = redis::cmd("PING");
             let answered =
-                tokio::time::timeout(timeout, ping.query_async::<()>(&mut subscriber)).await;
+                tokio::time::timeout(timeout, ping.query_async::<()>(&mut subscriber.connection))
+                    .await;
             if !matches!(answered, Ok(Ok(()))) {
                 // A black hole never disconnects; a silent subscription is a lost one.
                 inner.hub.set_subscribed(false);
             }
         } else {
             let channel = inner.channel.clone();
-            let subscribed = tokio::time::timeout(timeout, subscriber.subscribe(&channel)).await;
+            let subscribed =
+                tokio::time::timeout(timeout, subscriber.connection.subscribe(&channel)).await;
             if matches!(subscribed, Ok(Ok(()))) {
                 inner.hub.set_subscribed(true);
+            } else {
+                subscriber.next_node();
             }
         }
+    }
+}
+
+/// PING the master at `address` (`host:port`), or any node when it is `""`.
+async fn ping(mut connection: Connection, address: &str) -> RedisResult<()> {
+    let target = address
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)));
+    match (&mut connection, target) {
+        (Connection::Cluster(cluster), Some((host, port))) => cluster
+            .route_command(
+                redis::cmd("PING"),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+            )
+            .await
+            .map(drop),
+        _ => redis::cmd("PING").query_async(&mut connection).await,
     }
 }
 
@@ -518,7 +660,7 @@ impl SharedStore for RedisStore {
 
     fn stats(&self) -> SharedStats {
         let counters = &self.inner.counters;
-        let (breaker_opened, degraded) = self.inner.breaker.degraded();
+        let (breaker, breaker_opened, degraded) = self.inner.shards.summary();
         SharedStats {
             hits: counters.hits.load(Ordering::Relaxed),
             misses: counters.misses.load(Ordering::Relaxed),
@@ -526,7 +668,7 @@ impl SharedStore for RedisStore {
             decode_failures: counters.decode_failures.load(Ordering::Relaxed),
             notices_sent: counters.notices_sent.load(Ordering::Relaxed),
             notices_received: self.inner.hub.received(),
-            breaker: self.inner.breaker.state(),
+            breaker,
             breaker_opened,
             degraded,
         }
@@ -536,3 +678,7 @@ impl SharedStore for RedisStore {
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cluster_tests.rs"]
+mod cluster_tests;

@@ -5,11 +5,11 @@ use crate::store::wire::{Header, Wire};
 use std::future::Future;
 use testkit::RedisServer;
 
-const RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Scheduling slack on top of the response timeout, for a machine busy compiling.
-const SLACK: Duration = Duration::from_millis(200);
+pub(super) const SLACK: Duration = Duration::from_millis(200);
 /// Generous bound for anything that must happen "at once" on a loaded machine.
-const PROMPTLY: Duration = Duration::from_secs(5);
+pub(super) const PROMPTLY: Duration = Duration::from_secs(5);
 
 fn config(url: String) -> RedisConfig {
     RedisConfig {
@@ -28,13 +28,13 @@ fn key(name: &str) -> EntryKey {
     EntryKey::new("stampede", name, 1, &("acme", 42u64)).unwrap()
 }
 
-async fn within<T>(bound: Duration, future: impl Future<Output = T>) -> T {
+pub(super) async fn within<T>(bound: Duration, future: impl Future<Output = T>) -> T {
     tokio::time::timeout(bound, future)
         .await
         .expect("bounded wait passed")
 }
 
-async fn subscribed(store: &RedisStore) {
+pub(super) async fn subscribed(store: &RedisStore) {
     let mut subscription = store.subscription();
     within(PROMPTLY, subscription.wait_for(|up| *up))
         .await
@@ -42,7 +42,12 @@ async fn subscribed(store: &RedisStore) {
 }
 
 /// A value loaded now, fresh for 10 s, kept for 60 s, by the server's clock.
-fn publication(read: &Read, fence: u64, value: &str, source_version: Option<u64>) -> Publication {
+pub(super) fn publication(
+    read: &Read,
+    fence: u64,
+    value: &str,
+    source_version: Option<u64>,
+) -> Publication {
     let now = read.clock.now_ms();
     let header = Header {
         fresh_until_ms: now + 10_000,
@@ -61,12 +66,12 @@ fn publication(read: &Read, fence: u64, value: &str, source_version: Option<u64>
     }
 }
 
-fn value_of(read: &Read) -> Option<String> {
+pub(super) fn value_of(read: &Read) -> Option<String> {
     let bytes = read.envelope.as_ref()?;
     Some(Wire::default().decode::<String>(bytes).unwrap().1)
 }
 
-fn miss_lease() -> Option<LeaseRequest> {
+pub(super) fn miss_lease() -> Option<LeaseRequest> {
     Some(LeaseRequest {
         purpose: LeaseFor::Miss,
         ttl: Duration::from_secs(5),

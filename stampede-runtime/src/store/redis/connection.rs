@@ -1,0 +1,134 @@
+//! The connections under a store: one Redis server or one Redis Cluster.
+//!
+//! Both run the same scripts through one [`Connection`]: a single node's
+//! `ConnectionManager`, or the `redis` crate's cluster client, which routes each EVALSHA
+//! by its first key's slot, follows MOVED and ASK, and loads a script on every master
+//! after NOSCRIPT. Notices need no cluster client: see [`super::notices`] for why a
+//! subscriber listens on one node.
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Client, Cmd, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
+    RedisResult, Value,
+};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Where the shared store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// One Redis server: `redis://host:port/db`.
+    Node(String),
+    /// A Redis Cluster, by any of its masters (the client discovers the rest).
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    /// The URLs a notice subscriber may listen on, in the order it tries them.
+    pub(crate) fn urls(&self) -> &[String] {
+        match self {
+            Self::Node(url) => std::slice::from_ref(url),
+            Self::Cluster(nodes) => nodes,
+        }
+    }
+}
+
+/// A multiplexed connection to either target; cheap to clone.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Node(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// How the client itself retries inside one call; the store's deadline bounds it all.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience {
+    pub(crate) response_timeout: Duration,
+}
+
+impl Connection {
+    /// Connects lazily: only a malformed URL or an empty node list fails here.
+    pub(crate) fn open(target: &Target, patience: Patience) -> RedisResult<Self> {
+        match target {
+            Target::Node(url) => Ok(Self::Node(ConnectionManager::new_lazy_with_config(
+                Client::open(url.as_str())?,
+                node_config(patience),
+            )?)),
+            Target::Cluster(nodes) => {
+                // MOVED and ASK replies count as retries in this client, so it needs a
+                // few: a slot moving under a call costs two (ASK, then MOVED).
+                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                    .retries(4)
+                    .min_retry_wait(5)
+                    .max_retry_wait(50)
+                    .connection_timeout(patience.response_timeout)
+                    .response_timeout(patience.response_timeout)
+                    .build()?;
+                Ok(Self::Cluster(
+                    client.get_pending_async_connection_with_config(
+                        ClusterConfig::new()
+                            .set_connection_timeout(patience.response_timeout)
+                            .set_response_timeout(patience.response_timeout),
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Node(connection) => connection.req_packed_command(cmd),
+            Self::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Node(connection) => connection.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(connection) => connection.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Node(connection) => connection.get_db(),
+            Self::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+fn node_config(patience: Patience) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(patience.response_timeout))
+        .set_connection_timeout(Some(patience.response_timeout))
+        .set_number_of_retries(1)
+}
+
+/// A lazy RESP3 connection to one node that forwards its pushes (messages, subscription
+/// changes, disconnections) to `pushes` and subscribes again after a reconnect.
+pub(crate) fn subscriber(
+    url: &str,
+    patience: Patience,
+    pushes: mpsc::UnboundedSender<redis::PushInfo>,
+) -> Result<ConnectionManager, RedisError> {
+    let info = url.into_connection_info()?;
+    let resp3 = info.clone().set_redis_settings(
+        info.redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3),
+    );
+    ConnectionManager::new_lazy_with_config(
+        Client::open(resp3)?,
+        node_config(patience)
+            .set_push_sender(pushes)
+            .set_automatic_resubscription(),
+    )
+}

@@ -1,0 +1,81 @@
+//! Our Lua scripts, sent as EVALSHA and, after NOSCRIPT, once as EVAL.
+//!
+//! The `redis` crate reloads a script with SCRIPT LOAD, which its cluster client sends to
+//! every node and fails if any node does not answer: one dead master would then stop
+//! the scripts of every master that lost them (a restart, a failover). EVAL carries the
+//! script to the node that owns the call's first key, the only one that needs it, and
+//! caches it there for the next EVALSHA.
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, ToRedisArgs};
+
+pub(crate) struct LuaScript {
+    code: String,
+    hash: String,
+}
+
+impl LuaScript {
+    pub(crate) fn new(code: String) -> Self {
+        let hash = redis::Script::new(&code).get_hash().to_owned();
+        Self { code, hash }
+    }
+
+    /// The SHA1 that EVALSHA names.
+    pub(crate) fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    pub(crate) fn prepare_invoke(&self) -> Invocation<'_> {
+        Invocation {
+            script: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// One call of a script: its keys (all under one hash tag) and arguments.
+pub(crate) struct Invocation<'a> {
+    script: &'a LuaScript,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation<'_> {
+    pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
+        self.keys.extend(key.to_redis_args());
+        self
+    }
+
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    pub(crate) async fn invoke_async<T: FromRedisValue>(
+        &self,
+        connection: &mut impl ConnectionLike,
+    ) -> RedisResult<T> {
+        match self
+            .command("EVALSHA", &self.script.hash)
+            .query_async(connection)
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.command("EVAL", &self.script.code)
+                    .query_async(connection)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    fn command(&self, name: &str, script: &str) -> redis::Cmd {
+        let mut command = redis::cmd(name);
+        command
+            .arg(script)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        command
+    }
+}
