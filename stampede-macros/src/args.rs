@@ -36,6 +36,7 @@ pub(crate) struct Args {
     pub(crate) key: Option<Set<Expr>>,
     pub(crate) key_type: Option<Set<Type>>,
     pub(crate) skip: Option<Set<Vec<Ident>>>,
+    pub(crate) clone: Option<Set<Vec<Ident>>>,
     pub(crate) admission: Option<Set<LitStr>>,
     pub(crate) name: Option<Set<LitStr>>,
     pub(crate) version: Option<Set<u32>>,
@@ -95,7 +96,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error, returns, mode";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, map_error, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -195,7 +196,24 @@ impl Args {
                     }
                 }
             ),
-            "skip" => set!(skip, skip(&name, value, cx)),
+            "skip" => set!(
+                skip,
+                names(
+                    &name,
+                    value,
+                    cx,
+                    "write `skip(arg, ...)` with the arguments that do not change the result"
+                )
+            ),
+            "clone" => set!(
+                clone,
+                names(
+                    &name,
+                    value,
+                    cx,
+                    "write `clone(arg, ...)` with the borrowed arguments (or `self`) the function may run on an owned clone of"
+                )
+            ),
             "admission" => set!(admission, string(&name, value, cx, "admission = \"db\"")),
             "name" => set!(name, string(&name, value, cx, "name = \"user-profile\"")),
             "version" => set!(version, integer::<u32>(&name, value, cx, "version = 2")),
@@ -457,12 +475,10 @@ fn string(name: &Ident, value: RawValue, cx: &mut Ctxt, example: &str) -> Option
     }
 }
 
-fn skip(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Vec<Ident>> {
+/// A list of argument names: `skip(db, self)`, `clone(db)`.
+fn names(name: &Ident, value: RawValue, cx: &mut Ctxt, help: &str) -> Option<Vec<Ident>> {
     let RawValue::List(tokens) = value else {
-        cx.error(
-            name,
-            "write `skip(arg, ...)` with the arguments that do not change the result",
-        );
+        cx.error(name, help);
         return None;
     };
     let names = |input: ParseStream| {

@@ -88,6 +88,16 @@ pub(crate) enum Returns {
     Value(Type),
 }
 
+/// An argument (or `self`) whose owned clone the origin runs on, so it needs no borrow.
+pub(crate) struct Cloned {
+    /// The name as written in `clone(...)`: an unfit type is reported under it.
+    pub(crate) written: Ident,
+    /// The argument is a reference: the clone is of its target, and the body gets a
+    /// reference to the clone, so it reads as written.
+    pub(crate) by_ref: bool,
+    pub(crate) is_self: bool,
+}
+
 /// A checked attribute, ready to expand.
 pub(crate) struct Plan {
     pub(crate) fresh: Millis,
@@ -111,6 +121,7 @@ pub(crate) struct Plan {
     pub(crate) returns: Returns,
     pub(crate) mode: Mode,
     pub(crate) params: Vec<Param>,
+    pub(crate) cloned: Vec<Cloned>,
 }
 
 fn value<T: Copy>(set: &Option<Set<T>>) -> Option<T> {
@@ -188,8 +199,16 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         }
     }
 
-    let key = key(&args, &receiver, &params, cx);
-    let mode = mode(func, receiver.as_ref(), &params, args.mode.as_ref(), cx);
+    let (cloned, accounted) = cloned(&args, receiver.as_ref(), &params, cx);
+    let key = key(&args, &receiver, &params, &accounted, cx);
+    let mode = mode(
+        func,
+        receiver.as_ref(),
+        &params,
+        &accounted,
+        args.mode.as_ref(),
+        cx,
+    );
 
     let (key, key_span) = key?;
     Some(Plan {
@@ -213,7 +232,87 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         returns: returns?,
         mode,
         params,
+        cloned,
     })
+}
+
+/// `clone(...)`: borrowed arguments (or `self`) the origin gets an owned clone of. Returns
+/// the clones, and every known name the option lists (accounted for in the key check even
+/// when its clone is refused, so one mistake is one error).
+fn cloned(
+    args: &Args,
+    receiver: Option<&syn::Receiver>,
+    params: &[Param],
+    cx: &mut Ctxt,
+) -> (Vec<Cloned>, BTreeSet<String>) {
+    let mut cloned = Vec::new();
+    let mut accounted = BTreeSet::new();
+    for written in args.clone.iter().flat_map(|s| s.value.iter()) {
+        let text = written.to_string();
+        let target = if text == "self" {
+            receiver.map(|r| (receiver_type(r), true))
+        } else {
+            params
+                .iter()
+                .find(|p| p.ident() == written)
+                .map(|p| (p.ty.clone(), false))
+        };
+        let Some((ty, is_self)) = target else {
+            let mut list: Vec<String> = params.iter().map(|p| format!("`{}`", p.ident())).collect();
+            if receiver.is_some() {
+                list.insert(0, "`self`".to_owned());
+            }
+            cx.error(
+                written,
+                format!(
+                    "`{text}` is not an argument of this function (its arguments: {})",
+                    list.join(", ")
+                ),
+            );
+            continue;
+        };
+        if !accounted.insert(text.clone()) {
+            cx.error(written, format!("`{text}` is cloned twice"));
+            continue;
+        }
+        let by_ref = match &ty {
+            Type::Reference(r) if r.mutability.is_some() => {
+                // `&mut self` is refused on its own, under the receiver.
+                if !is_self {
+                    cx.error(
+                        written,
+                        format!("`{text}` is `&mut`: the origin would change a clone, not the caller's value; `clone` takes shared borrows (`&T`)"),
+                    );
+                }
+                continue;
+            }
+            Type::Reference(_) => true,
+            _ if is_self => false,
+            _ => {
+                cx.error(
+                    written,
+                    format!("`{text}` is owned already, so the origin can take it as it is: `clone` is for borrowed arguments (`{text}: &T`) and `self`"),
+                );
+                continue;
+            }
+        };
+        cloned.push(Cloned {
+            written: written.clone(),
+            by_ref,
+            is_self,
+        });
+    }
+    (cloned, accounted)
+}
+
+/// The type of a receiver as written out: `&Self` for `&self`, `Self` for `self`.
+fn receiver_type(receiver: &syn::Receiver) -> Type {
+    match &receiver.kind {
+        ReceiverKind::Reference(_, _, None) => syn::parse_quote!(&Self),
+        ReceiverKind::Reference(_, _, Some(_)) => syn::parse_quote!(&mut Self),
+        ReceiverKind::Typed(_, ty) => (**ty).clone(),
+        _ => syn::parse_quote!(Self),
+    }
 }
 
 /// The receiver (if any) and the named arguments.
@@ -321,6 +420,7 @@ fn key(
     args: &Args,
     receiver: &Option<syn::Receiver>,
     params: &[Param],
+    cloned: &BTreeSet<String>,
     cx: &mut Ctxt,
 ) -> Option<(Key, Option<Span>)> {
     let mut names: Vec<(String, Span)> = params
@@ -356,14 +456,14 @@ fn key(
         None => names
             .iter()
             .map(|(n, _)| n.clone())
-            .filter(|n| !skipped.contains(n) && n != "self")
+            .filter(|n| !skipped.contains(n) && !cloned.contains(n) && n != "self")
             .collect(),
     };
     let mut complete = true;
     for (name, span) in &names {
         let keyed = in_key.contains(name);
-        let skips = skipped.contains(name);
-        if keyed && skips && args.key.is_some() {
+        let skips = skipped.contains(name) || cloned.contains(name);
+        if keyed && skipped.contains(name) && args.key.is_some() {
             let at = args
                 .skip
                 .iter()
@@ -397,7 +497,10 @@ fn key(
     match &args.key {
         None => {
             let parts = (0..params.len())
-                .filter(|&i| !skipped.contains(&params[i].ident().to_string()))
+                .filter(|&i| {
+                    let name = params[i].ident().to_string();
+                    !skipped.contains(&name) && !cloned.contains(&name)
+                })
                 .collect();
             Some((Key::Params(parts), None))
         }
@@ -627,6 +730,7 @@ fn mode(
     func: &ItemFn,
     receiver: Option<&syn::Receiver>,
     params: &[Param],
+    cloned: &BTreeSet<String>,
     declared: Option<&Set<LoadMode>>,
     cx: &mut Ctxt,
 ) -> Mode {
@@ -664,10 +768,13 @@ fn mode(
         .collect();
     let mut borrowing: Vec<(Span, String)> = Vec::new();
     let mut generic = false;
-    if let Some(receiver) = receiver {
+    if let Some(receiver) = receiver.filter(|_| !cloned.contains("self")) {
         borrowing.push((receiver.self_token.span, "self".to_owned()));
     }
     for param in params {
+        if cloned.contains(&param.ident().to_string()) {
+            continue;
+        }
         let mut borrows = Borrows {
             generics: &generics,
             borrows: false,
@@ -685,7 +792,7 @@ fn mode(
             for (span, arg) in &borrowing {
                 cx.error_at(
                     *span,
-                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: pass it owned (an `Arc`, a clone) or drop `mode = detached`"),
+                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: write `clone({arg})` if it is cheap to clone (a pool, a client, an `Arc`), pass it owned, or drop `mode = detached`"),
                 );
             }
             Mode::Detached

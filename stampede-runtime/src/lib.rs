@@ -27,6 +27,8 @@ mod error;
 mod flight;
 #[cfg(test)]
 mod flight_tests;
+#[doc(hidden)]
+pub mod guards;
 mod handle;
 mod loader;
 mod policy;
