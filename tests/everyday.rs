@@ -152,3 +152,78 @@ async fn a_method_with_a_cloned_self_refreshes_in_the_background() {
     eventually(|| Directory::PROFILE.stats().in_flight == 0).await;
     assert_eq!(bounded(directory.profile(3)).await.unwrap().loaded, 2);
 }
+
+trait Store {
+    async fn name_of(&self, id: u64) -> Result<String, AppError>;
+}
+
+#[derive(Default)]
+struct CountingStore {
+    queries: AtomicUsize,
+}
+
+impl Store for CountingStore {
+    #[cached(fresh = "60s", trait_impl, skip(self))]
+    async fn name_of(&self, id: u64) -> Result<String, AppError> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        tokio::task::yield_now().await;
+        Ok(format!("name-{id}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_of_a_trait_impl_is_cached_and_coalesced() {
+    tokio_clock();
+    let store = Arc::new(CountingStore::default());
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.name_of(9).await })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(bounded(call).await.unwrap(), Ok("name-9".to_owned()));
+    }
+    assert_eq!(store.queries.load(Ordering::SeqCst), 1);
+    assert_eq!(bounded(store.name_of(9)).await, Ok("name-9".to_owned()));
+    assert_eq!(store.queries.load(Ordering::SeqCst), 1, "a hit");
+}
+
+static FOUND_LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
+#[cached(fresh = "60s", cache_none = false)]
+async fn find_user(id: u64) -> Option<String> {
+    FOUND_LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    (id != 0).then(|| format!("user-{id}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_cache_none_false_a_none_is_answered_but_not_stored() {
+    tokio_clock();
+    assert_eq!(bounded(find_user(0)).await, None);
+    assert_eq!(bounded(find_user(0)).await, None);
+    assert_eq!(
+        FOUND_LOOKUPS.load(Ordering::SeqCst),
+        2,
+        "each None loads again"
+    );
+    assert_eq!(bounded(find_user(5)).await.as_deref(), Some("user-5"));
+    assert_eq!(bounded(find_user(5)).await.as_deref(), Some("user-5"));
+    assert_eq!(FOUND_LOOKUPS.load(Ordering::SeqCst), 3, "a Some is cached");
+}
+
+static DEFAULT_LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
+#[cached(fresh = "60s")]
+async fn find_user_by_default(id: u64) -> Result<Option<String>, AppError> {
+    DEFAULT_LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    Ok((id != 0).then(|| format!("user-{id}")))
+}
+
+#[tokio::test(start_paused = true)]
+async fn by_default_a_none_is_cached_like_any_value() {
+    tokio_clock();
+    assert_eq!(bounded(find_user_by_default(0)).await, Ok(None));
+    assert_eq!(bounded(find_user_by_default(0)).await, Ok(None));
+    assert_eq!(DEFAULT_LOOKUPS.load(Ordering::SeqCst), 1);
+}

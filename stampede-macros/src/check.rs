@@ -113,6 +113,11 @@ pub(crate) struct Plan {
     pub(crate) version: Option<u32>,
     pub(crate) capacity: Option<u64>,
     pub(crate) local: bool,
+    /// In an `impl Trait for T`, which cannot take an associated constant the trait does
+    /// not declare: no handle.
+    pub(crate) trait_impl: bool,
+    /// `cache_none = false`: a `None` is the answer of its load, never stored.
+    pub(crate) skip_none: bool,
     pub(crate) map_error: Option<syn::Path>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
@@ -199,6 +204,26 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         }
     }
 
+    if let (Some(set), Some(returns)) = (&args.cache_none, &returns) {
+        let cached = match returns {
+            Returns::Result { ok, .. } => ok,
+            Returns::Value(ty) => ty,
+        };
+        let option = match cached {
+            Type::Path(path) if path.qself.is_none() => path
+                .path
+                .segments
+                .last()
+                .is_some_and(|last| last.ident == "Option"),
+            _ => false,
+        };
+        if !option {
+            cx.error(
+                &set.name,
+                "`cache_none` is about functions that return an `Option` (or `Result<Option<T>, E>`); this one caches another type",
+            );
+        }
+    }
     let (cloned, accounted) = cloned(&args, receiver.as_ref(), &params, cx);
     let key = key(&args, &receiver, &params, &accounted, cx);
     let mode = mode(
@@ -225,6 +250,8 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         version: value(&args.version),
         capacity: value(&args.capacity),
         local: args.local.is_some(),
+        trait_impl: args.trait_impl.is_some(),
+        skip_none: value(&args.cache_none) == Some(false),
         map_error: args.map_error.map(|s| s.value),
         key,
         key_span,
@@ -460,6 +487,12 @@ fn key(
             .collect(),
     };
     let mut complete = true;
+    if args.key.is_none() {
+        complete &= !params
+            .iter()
+            .filter(|p| in_key.contains(&p.ident().to_string()))
+            .any(|p| borrowed_handle(p, cx));
+    }
     for (name, span) in &names {
         let keyed = in_key.contains(name);
         let skips = skipped.contains(name) || cloned.contains(name);
@@ -538,6 +571,38 @@ fn key(
             }
         }
     }
+}
+
+/// The most common mistake: a borrowed handle (`db: &PgPool`) left in the default key,
+/// which would hold a clone of it. A borrowed argument of a named type other than the
+/// usual borrowed keys (`&str`, `&[T]`, `&Path`, …) is one error under the argument, asking
+/// which it is, instead of the key bounds failing on a pool. A key written out
+/// (`key = (id, query)`) keys it as asked.
+fn borrowed_handle(param: &Param, cx: &mut Ctxt) -> bool {
+    const KEYS: &[&str] = &[
+        "str", "String", "Path", "PathBuf", "OsStr", "OsString", "CStr", "CString", "Vec", "bool",
+        "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+        "isize", "Uuid",
+    ];
+    let Type::Reference(reference) = &param.ty else {
+        return false;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return false;
+    };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    if path.qself.is_some() || KEYS.iter().any(|k| last.ident == k) {
+        return false;
+    }
+    let name = param.ident();
+    let ty = last.ident.to_string();
+    cx.error(
+        name,
+        format!("`{name}` borrows a `{ty}` and is in the key, which would hold a clone of it: if it changes the result, key it (`key = (..., {name})`); if it does not, `skip({name})` it, or `clone({name})` it so the function can refresh in the background"),
+    );
+    true
 }
 
 /// The arguments (and `self`) an expression uses as variables: a single-segment path

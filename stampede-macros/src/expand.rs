@@ -140,7 +140,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     // A generic function's instantiations are separate caches that one constant outside
     // it cannot tell apart, so it has no handle.
     let generic = plan_is_generic(sig);
-    let handle_item = if generic {
+    let handle_item = if generic || plan.trait_impl {
         TokenStream::new()
     } else {
         quote! {
@@ -338,6 +338,13 @@ fn policy(plan: &Plan, private: &TokenStream) -> TokenStream {
     if let Some(admission) = &plan.admission {
         calls.push(quote!(.admission(#admission)));
     }
+    if plan.skip_none {
+        let value_ty = match &plan.returns {
+            Returns::Result { ok, .. } => ok,
+            Returns::Value(ty) => ty,
+        };
+        calls.push(quote!(.cache_if(::core::option::Option::is_some as fn(&#value_ty) -> bool)));
+    }
     if let Some(version) = plan.version {
         calls.push(quote!(.version(#version)));
     }
@@ -368,7 +375,10 @@ fn assertions(
     let value = if plan.local {
         quote_spanned!(value_span=> #private::assert_local_value::<#value_ty>();)
     } else {
-        quote_spanned!(value_span=> #private::assert_value::<#value_ty>();)
+        quote_spanned!(value_span=>
+            #private::assert_local_value::<#value_ty>();
+            #private::assert_storable_value::<#value_ty>();
+        )
     };
     // A plain value must not be a `Result` the macro could not see (an alias): the
     // compiler is asked, and says so under the return type.

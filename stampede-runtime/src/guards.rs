@@ -15,3 +15,17 @@ impl<T: Clone> CloneForOrigin for T {}
 pub fn clone_for_origin<T: CloneForOrigin>(value: &T) -> T {
     value.clone()
 }
+
+/// What a shared store needs of a value beyond [`LocalValue`](crate::LocalValue): checked
+/// apart from it, so a value that is not `Clone` hears about `Clone` alone, and a value
+/// that is hears about serde alone.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a cached value without `local`: it is not serializable",
+    label = "this function returns a `{Self}`",
+    note = "values must be `Serialize + DeserializeOwned` so a runtime config can move them to a shared store; derive `Serialize, Deserialize`, or add `local` to keep them in memory only"
+)]
+pub trait StorableValue: serde::Serialize + serde::de::DeserializeOwned {}
+impl<T: serde::Serialize + serde::de::DeserializeOwned> StorableValue for T {}
+
+/// Placed under the return type of a function whose values a shared store could hold.
+pub fn assert_storable_value<V: StorableValue>() {}

@@ -18,7 +18,9 @@
 mod admission;
 #[doc(hidden)]
 pub mod attribute;
+mod blocking;
 mod bounds;
+mod cache_if;
 mod clock;
 mod config;
 mod deadline;
