@@ -227,3 +227,65 @@ async fn by_default_a_none_is_cached_like_any_value() {
     assert_eq!(bounded(find_user_by_default(0)).await, Ok(None));
     assert_eq!(DEFAULT_LOOKUPS.load(Ordering::SeqCst), 1);
 }
+
+const THREADS: u64 = 8;
+static PARSES: AtomicUsize = AtomicUsize::new(0);
+
+/// A plain `fn`: its callers are threads.
+#[cached(fresh = "60s")]
+fn parse_config(id: u64) -> Result<String, AppError> {
+    PARSES.fetch_add(1, Ordering::SeqCst);
+    // Held until every other thread waits on this load.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while PARSE_CONFIG.stats().coalesced < THREADS - 1 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the other threads never joined"
+        );
+        std::thread::yield_now();
+    }
+    Ok(format!("config-{id}"))
+}
+
+#[test]
+fn a_plain_fn_called_by_threads_at_once_runs_its_origin_once() {
+    tokio_clock();
+    let start = std::sync::Barrier::new(THREADS as usize);
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            scope.spawn(|| {
+                start.wait();
+                assert_eq!(parse_config(3), Ok("config-3".to_owned()));
+            });
+        }
+    });
+    assert_eq!(PARSES.load(Ordering::SeqCst), 1);
+    assert_eq!(parse_config(3), Ok("config-3".to_owned()), "a hit");
+    let stats = PARSE_CONFIG.stats();
+    assert_eq!((stats.origin_calls, stats.fresh_hits), (1, 1));
+    assert_eq!(PARSE_CONFIG.leader_mode(), LeaderMode::Inline);
+}
+
+static SQUARES: AtomicUsize = AtomicUsize::new(0);
+
+/// A plain value from a plain `fn`, with a stale window.
+#[cached(fresh = "1s", stale = "10s")]
+fn square(n: u64) -> u64 {
+    SQUARES.fetch_add(1, Ordering::SeqCst);
+    n * n + SQUARES.load(Ordering::SeqCst) as u64 - 1
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_fn_serves_its_stale_window_and_refreshes_in_the_caller() {
+    tokio_clock();
+    assert_eq!(square(4), 16);
+    tokio::time::sleep(Duration::from_secs(2)).await; // stale now
+    assert_eq!(
+        square(4),
+        17,
+        "the caller that triggers the refresh gets its value"
+    );
+    assert_eq!(square(4), 17);
+    assert_eq!(SQUARES.load(Ordering::SeqCst), 2);
+    assert_eq!(SQUARE.stats().stale_hits, 1);
+}

@@ -125,6 +125,8 @@ pub(crate) struct Plan {
     pub(crate) key_type: Option<Type>,
     pub(crate) returns: Returns,
     pub(crate) mode: Mode,
+    /// A plain `fn`: blocking loads, inline.
+    pub(crate) sync: bool,
     pub(crate) params: Vec<Param>,
     pub(crate) cloned: Vec<Cloned>,
 }
@@ -135,11 +137,26 @@ fn value<T: Copy>(set: &Option<Set<T>>) -> Option<T> {
 
 pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     let sig = &func.sig;
-    if sig.asyncness.is_none() {
-        cx.error(
-            sig.fn_token,
-            "#[cached] goes on an `async fn`: the cache coalesces concurrent callers, which needs them to await",
-        );
+    // A plain `fn`: its callers are threads, which block on a running load.
+    let sync = sig.asyncness.is_none();
+    if sync {
+        let needs_runtime = [
+            args.timeout.as_ref().map(|s| &s.name),
+            args.admission.as_ref().map(|s| &s.name),
+            args.clone.as_ref().map(|s| &s.name),
+        ];
+        for name in needs_runtime.into_iter().flatten() {
+            cx.error(
+                name,
+                format!("`{name}` needs an async runtime, and this is a plain `fn`, whose callers block their threads: make it an `async fn`, or drop `{name}`"),
+            );
+        }
+        if let Some(mode) = args.mode.as_ref().filter(|m| m.value == LoadMode::Detached) {
+            cx.error(
+                &mode.name,
+                "a plain `fn` runs in its caller's thread: `mode = detached` needs an `async fn`",
+            );
+        }
     }
     if let Some(constness) = &sig.constness {
         cx.error(constness, "#[cached] cannot go on a `const fn`");
@@ -257,7 +274,8 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         key_span,
         key_type: args.key_type.map(|s| s.value),
         returns: returns?,
-        mode,
+        mode: if sync { Mode::Inline } else { mode },
+        sync,
         params,
         cloned,
     })

@@ -97,6 +97,20 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         #stmts
     };
     let origin = match &plan.returns {
+        // A plain `fn`: the body runs in a closure of its own, so its `return`s and `?`s
+        // stay its own.
+        Returns::Result { .. } if plan.sync => quote! {
+            move |__stampede_key: &#key_ty| -> #ret_ty {
+                #restore
+                (move || -> #ret_ty { #body })()
+            }
+        },
+        Returns::Value(_) if plan.sync => quote! {
+            move |__stampede_key: &#key_ty| -> ::core::result::Result<#value_ty, #private::Error> {
+                #restore
+                ::core::result::Result::Ok((move || -> #ret_ty { #body })())
+            }
+        },
         Returns::Result { .. } => quote! {
             move |__stampede_key: &#key_ty| {
                 #restore
@@ -116,8 +130,14 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             }
         },
     };
-    let call = quote! {
-        __stampede_cache.#load(__stampede_key, #origin).await
+    let call = if plan.sync {
+        quote! {
+            __stampede_cache.load_blocking(__stampede_key, #origin)
+        }
+    } else {
+        quote! {
+            __stampede_cache.#load(__stampede_key, #origin).await
+        }
     };
     let call = match &plan.returns {
         Returns::Result { .. } => call,
@@ -130,6 +150,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
 
     let mode_doc = match plan.mode {
+        _ if plan.sync => "blocking: a plain `fn`, whose callers are threads; the origin runs in the leading thread, a thread that finds a load running blocks until it settles, and one takes over if the leader panics",
         Mode::Detached => "detached: every argument is owned or cloned for the origin, so the origin runs as its own task and a caller that gives up never cancels a load others wait for",
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };

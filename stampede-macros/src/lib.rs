@@ -1,4 +1,5 @@
-//! `#[cached]`: turns an existing `async fn` into a guarded loader. See the `stampede`
+//! `#[cached]`: turns an existing `async fn` (or a plain `fn`, for threads) into a guarded
+//! loader. See the `stampede`
 //! crate for the options; this crate is its code generator:
 //! parse ([`args`]) → check ([`check`]) → expand ([`expand`]).
 #![forbid(unsafe_code)]
