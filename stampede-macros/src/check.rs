@@ -598,9 +598,43 @@ fn key(
 /// (`key = (id, query)`) keys it as asked.
 fn borrowed_handle(param: &Param, cx: &mut Ctxt) -> bool {
     const KEYS: &[&str] = &[
-        "str", "String", "Path", "PathBuf", "OsStr", "OsString", "CStr", "CString", "Vec", "bool",
-        "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
-        "isize", "Uuid",
+        "str",
+        "String",
+        "Path",
+        "PathBuf",
+        "OsStr",
+        "OsString",
+        "CStr",
+        "CString",
+        "Vec",
+        "bool",
+        "char",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "Option",
+        "Box",
+        "Cow",
+        "BTreeMap",
+        "BTreeSet",
+        "VecDeque",
+        "Duration",
+        "SystemTime",
+        "IpAddr",
+        "Ipv4Addr",
+        "Ipv6Addr",
+        "SocketAddr",
+        "Uuid",
+        "Url",
     ];
     let Type::Reference(reference) = &param.ty else {
         return false;
@@ -611,7 +645,9 @@ fn borrowed_handle(param: &Param, cx: &mut Ctxt) -> bool {
     let Some(last) = path.path.segments.last() else {
         return false;
     };
-    if path.qself.is_some() || KEYS.iter().any(|k| last.ident == k) {
+    // A single capital letter is most likely a generic parameter, whose bounds decide.
+    let generic = path.path.segments.len() == 1 && last.ident.to_string().len() == 1;
+    if path.qself.is_some() || generic || KEYS.iter().any(|k| last.ident == k) {
         return false;
     }
     let name = param.ident();
