@@ -53,6 +53,7 @@ pub use stampede_runtime::{
 #[doc(hidden)]
 pub mod __private {
     pub use stampede_runtime::attribute::*;
+    pub use stampede_runtime::guards::*;
     pub use stampede_runtime::{Cache, Error, Handle, LeaderMode, Policy};
     pub use std::sync::OnceLock;
 }

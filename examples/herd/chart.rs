@@ -20,11 +20,13 @@ fn per_window(calls_at: &[Duration], run: Duration) -> Vec<u32> {
     windows
 }
 
-const COLOURS: [RGBColor; 4] = [
+const COLOURS: [RGBColor; 6] = [
     RGBColor(204, 37, 41),
     RGBColor(57, 106, 177),
     RGBColor(62, 150, 81),
     RGBColor(107, 76, 154),
+    RGBColor(218, 124, 48),
+    RGBColor(83, 81, 84),
 ];
 
 /// Draws each strategy (its name, and when each origin call started from the start of

@@ -36,11 +36,14 @@ pub(crate) struct Args {
     pub(crate) key: Option<Set<Expr>>,
     pub(crate) key_type: Option<Set<Type>>,
     pub(crate) skip: Option<Set<Vec<Ident>>>,
+    pub(crate) clone: Option<Set<Vec<Ident>>>,
     pub(crate) admission: Option<Set<LitStr>>,
     pub(crate) name: Option<Set<LitStr>>,
     pub(crate) version: Option<Set<u32>>,
     pub(crate) capacity: Option<Set<u64>>,
     pub(crate) local: Option<Set<()>>,
+    pub(crate) trait_impl: Option<Set<()>>,
+    pub(crate) cache_none: Option<Set<bool>>,
     pub(crate) map_error: Option<Set<Path>>,
     pub(crate) returns: Option<Set<Returning>>,
     pub(crate) mode: Option<Set<LoadMode>>,
@@ -95,7 +98,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, timeout, admission, lease, name, version, capacity, local, map_error, returns, mode";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, trait_impl, map_error, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -179,6 +182,7 @@ impl Args {
             "timeout" => set!(timeout, duration(&name, value, cx)),
             "lease" => set!(lease, duration(&name, value, cx)),
             "coalesce" => set!(coalesce, boolean(&name, value, cx)),
+            "cache_none" => set!(cache_none, boolean(&name, value, cx)),
             "xfetch" => set!(xfetch, xfetch(&name, value, cx)),
             "jitter" => set!(jitter, jitter(&name, value, cx)),
             "key" => set!(key, expr(&name, value, cx)),
@@ -195,7 +199,24 @@ impl Args {
                     }
                 }
             ),
-            "skip" => set!(skip, skip(&name, value, cx)),
+            "skip" => set!(
+                skip,
+                names(
+                    &name,
+                    value,
+                    cx,
+                    "write `skip(arg, ...)` with the arguments that do not change the result"
+                )
+            ),
+            "clone" => set!(
+                clone,
+                names(
+                    &name,
+                    value,
+                    cx,
+                    "write `clone(arg, ...)` with the borrowed arguments (or `self`) the function may run on an owned clone of"
+                )
+            ),
             "admission" => set!(admission, string(&name, value, cx, "admission = \"db\"")),
             "name" => set!(name, string(&name, value, cx, "name = \"user-profile\"")),
             "version" => set!(version, integer::<u32>(&name, value, cx, "version = 2")),
@@ -213,6 +234,16 @@ impl Args {
                     RawValue::Flag => Some(()),
                     _ => {
                         cx.error(&name, "`local` takes no value: write `local`");
+                        None
+                    }
+                }
+            ),
+            "trait_impl" => set!(
+                trait_impl,
+                match value {
+                    RawValue::Flag => Some(()),
+                    _ => {
+                        cx.error(&name, "`trait_impl` takes no value: write `trait_impl`");
                         None
                     }
                 }
@@ -385,6 +416,15 @@ fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
             );
             continue;
         }
+        if let RawValue::Expr(Expr::Unary(negative)) = &option.value {
+            if matches!(negative.op, syn::UnOp::Neg(_)) {
+                cx.error(
+                    negative,
+                    "`beta` must be above zero (1.0 is the usual choice, larger refreshes earlier): it scales how far ahead of expiry a hot key may be refreshed, and a negative β would put that after expiry, so no refresh would ever be early",
+                );
+                continue;
+            }
+        }
         match literal(&option.value).and_then(number) {
             Some((b, span)) => match settings::xfetch_beta("`beta`", b) {
                 Ok(b) => beta = Some(b),
@@ -457,12 +497,10 @@ fn string(name: &Ident, value: RawValue, cx: &mut Ctxt, example: &str) -> Option
     }
 }
 
-fn skip(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Vec<Ident>> {
+/// A list of argument names: `skip(db, self)`, `clone(db)`.
+fn names(name: &Ident, value: RawValue, cx: &mut Ctxt, help: &str) -> Option<Vec<Ident>> {
     let RawValue::List(tokens) = value else {
-        cx.error(
-            name,
-            "write `skip(arg, ...)` with the arguments that do not change the result",
-        );
+        cx.error(name, help);
         return None;
     };
     let names = |input: ParseStream| {

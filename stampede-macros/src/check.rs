@@ -88,6 +88,16 @@ pub(crate) enum Returns {
     Value(Type),
 }
 
+/// An argument (or `self`) whose owned clone the origin runs on, so it needs no borrow.
+pub(crate) struct Cloned {
+    /// The name as written in `clone(...)`: an unfit type is reported under it.
+    pub(crate) written: Ident,
+    /// The argument is a reference: the clone is of its target, and the body gets a
+    /// reference to the clone, so it reads as written.
+    pub(crate) by_ref: bool,
+    pub(crate) is_self: bool,
+}
+
 /// A checked attribute, ready to expand.
 pub(crate) struct Plan {
     pub(crate) fresh: Millis,
@@ -103,6 +113,11 @@ pub(crate) struct Plan {
     pub(crate) version: Option<u32>,
     pub(crate) capacity: Option<u64>,
     pub(crate) local: bool,
+    /// In an `impl Trait for T`, which cannot take an associated constant the trait does
+    /// not declare: no handle.
+    pub(crate) trait_impl: bool,
+    /// `cache_none = false`: a `None` is the answer of its load, never stored.
+    pub(crate) skip_none: bool,
     pub(crate) map_error: Option<syn::Path>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
@@ -110,7 +125,10 @@ pub(crate) struct Plan {
     pub(crate) key_type: Option<Type>,
     pub(crate) returns: Returns,
     pub(crate) mode: Mode,
+    /// A plain `fn`: blocking loads, inline.
+    pub(crate) sync: bool,
     pub(crate) params: Vec<Param>,
+    pub(crate) cloned: Vec<Cloned>,
 }
 
 fn value<T: Copy>(set: &Option<Set<T>>) -> Option<T> {
@@ -119,11 +137,26 @@ fn value<T: Copy>(set: &Option<Set<T>>) -> Option<T> {
 
 pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     let sig = &func.sig;
-    if sig.asyncness.is_none() {
-        cx.error(
-            sig.fn_token,
-            "#[cached] goes on an `async fn`: the cache coalesces concurrent callers, which needs them to await",
-        );
+    // A plain `fn`: its callers are threads, which block on a running load.
+    let sync = sig.asyncness.is_none();
+    if sync {
+        let needs_runtime = [
+            args.timeout.as_ref().map(|s| &s.name),
+            args.admission.as_ref().map(|s| &s.name),
+            args.clone.as_ref().map(|s| &s.name),
+        ];
+        for name in needs_runtime.into_iter().flatten() {
+            cx.error(
+                name,
+                format!("`{name}` needs an async runtime, and this is a plain `fn`, whose callers block their threads: make it an `async fn`, or drop `{name}`"),
+            );
+        }
+        if let Some(mode) = args.mode.as_ref().filter(|m| m.value == LoadMode::Detached) {
+            cx.error(
+                &mode.name,
+                "a plain `fn` runs in its caller's thread: `mode = detached` needs an `async fn`",
+            );
+        }
     }
     if let Some(constness) = &sig.constness {
         cx.error(constness, "#[cached] cannot go on a `const fn`");
@@ -188,8 +221,36 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         }
     }
 
-    let key = key(&args, &receiver, &params, cx);
-    let mode = mode(func, receiver.as_ref(), &params, args.mode.as_ref(), cx);
+    if let (Some(set), Some(returns)) = (&args.cache_none, &returns) {
+        let cached = match returns {
+            Returns::Result { ok, .. } => ok,
+            Returns::Value(ty) => ty,
+        };
+        let option = match cached {
+            Type::Path(path) if path.qself.is_none() => path
+                .path
+                .segments
+                .last()
+                .is_some_and(|last| last.ident == "Option"),
+            _ => false,
+        };
+        if !option {
+            cx.error(
+                &set.name,
+                "`cache_none` is about functions that return an `Option` (or `Result<Option<T>, E>`); this one caches another type",
+            );
+        }
+    }
+    let (cloned, accounted) = cloned(&args, receiver.as_ref(), &params, cx);
+    let key = key(&args, &receiver, &params, &accounted, cx);
+    let mode = mode(
+        func,
+        receiver.as_ref(),
+        &params,
+        &accounted,
+        args.mode.as_ref(),
+        cx,
+    );
 
     let (key, key_span) = key?;
     Some(Plan {
@@ -206,14 +267,97 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         version: value(&args.version),
         capacity: value(&args.capacity),
         local: args.local.is_some(),
+        trait_impl: args.trait_impl.is_some(),
+        skip_none: value(&args.cache_none) == Some(false),
         map_error: args.map_error.map(|s| s.value),
         key,
         key_span,
         key_type: args.key_type.map(|s| s.value),
         returns: returns?,
-        mode,
+        mode: if sync { Mode::Inline } else { mode },
+        sync,
         params,
+        cloned,
     })
+}
+
+/// `clone(...)`: borrowed arguments (or `self`) the origin gets an owned clone of. Returns
+/// the clones, and every known name the option lists (accounted for in the key check even
+/// when its clone is refused, so one mistake is one error).
+fn cloned(
+    args: &Args,
+    receiver: Option<&syn::Receiver>,
+    params: &[Param],
+    cx: &mut Ctxt,
+) -> (Vec<Cloned>, BTreeSet<String>) {
+    let mut cloned = Vec::new();
+    let mut accounted = BTreeSet::new();
+    for written in args.clone.iter().flat_map(|s| s.value.iter()) {
+        let text = written.to_string();
+        let target = if text == "self" {
+            receiver.map(|r| (receiver_type(r), true))
+        } else {
+            params
+                .iter()
+                .find(|p| p.ident() == written)
+                .map(|p| (p.ty.clone(), false))
+        };
+        let Some((ty, is_self)) = target else {
+            let mut list: Vec<String> = params.iter().map(|p| format!("`{}`", p.ident())).collect();
+            if receiver.is_some() {
+                list.insert(0, "`self`".to_owned());
+            }
+            cx.error(
+                written,
+                format!(
+                    "`{text}` is not an argument of this function (its arguments: {})",
+                    list.join(", ")
+                ),
+            );
+            continue;
+        };
+        if !accounted.insert(text.clone()) {
+            cx.error(written, format!("`{text}` is cloned twice"));
+            continue;
+        }
+        let by_ref = match &ty {
+            Type::Reference(r) if r.mutability.is_some() => {
+                // `&mut self` is refused on its own, under the receiver.
+                if !is_self {
+                    cx.error(
+                        written,
+                        format!("`{text}` is `&mut`: the origin would change a clone, not the caller's value; `clone` takes shared borrows (`&T`)"),
+                    );
+                }
+                continue;
+            }
+            Type::Reference(_) => true,
+            _ if is_self => false,
+            _ => {
+                cx.error(
+                    written,
+                    format!("`{text}` is owned already, so the origin can take it as it is: `clone` is for borrowed arguments (`{text}: &T`) and `self`"),
+                );
+                continue;
+            }
+        };
+        cloned.push(Cloned {
+            written: written.clone(),
+            by_ref,
+            is_self,
+        });
+    }
+    (cloned, accounted)
+}
+
+/// The type of a receiver as written out: `&Self` for `&self`, `Self` for `self`.
+fn receiver_type(receiver: &syn::Receiver) -> Type {
+    match &receiver.kind {
+        ReceiverKind::Reference(_, _, None) => syn::parse_quote!(&Self),
+        ReceiverKind::Reference(_, _, Some(_)) => syn::parse_quote!(&mut Self),
+        ReceiverKind::Typed(_, ty) => (**ty).clone(),
+        _ => syn::parse_quote!(Self),
+    }
 }
 
 /// The receiver (if any) and the named arguments.
@@ -321,6 +465,7 @@ fn key(
     args: &Args,
     receiver: &Option<syn::Receiver>,
     params: &[Param],
+    cloned: &BTreeSet<String>,
     cx: &mut Ctxt,
 ) -> Option<(Key, Option<Span>)> {
     let mut names: Vec<(String, Span)> = params
@@ -356,14 +501,20 @@ fn key(
         None => names
             .iter()
             .map(|(n, _)| n.clone())
-            .filter(|n| !skipped.contains(n) && n != "self")
+            .filter(|n| !skipped.contains(n) && !cloned.contains(n) && n != "self")
             .collect(),
     };
     let mut complete = true;
+    if args.key.is_none() {
+        complete &= !params
+            .iter()
+            .filter(|p| in_key.contains(&p.ident().to_string()))
+            .any(|p| borrowed_handle(p, cx));
+    }
     for (name, span) in &names {
         let keyed = in_key.contains(name);
-        let skips = skipped.contains(name);
-        if keyed && skips && args.key.is_some() {
+        let skips = skipped.contains(name) || cloned.contains(name);
+        if keyed && skipped.contains(name) && args.key.is_some() {
             let at = args
                 .skip
                 .iter()
@@ -397,7 +548,10 @@ fn key(
     match &args.key {
         None => {
             let parts = (0..params.len())
-                .filter(|&i| !skipped.contains(&params[i].ident().to_string()))
+                .filter(|&i| {
+                    let name = params[i].ident().to_string();
+                    !skipped.contains(&name) && !cloned.contains(&name)
+                })
                 .collect();
             Some((Key::Params(parts), None))
         }
@@ -435,6 +589,74 @@ fn key(
             }
         }
     }
+}
+
+/// The most common mistake: a borrowed handle (`db: &PgPool`) left in the default key,
+/// which would hold a clone of it. A borrowed argument of a named type other than the
+/// usual borrowed keys (`&str`, `&[T]`, `&Path`, …) is one error under the argument, asking
+/// which it is, instead of the key bounds failing on a pool. A key written out
+/// (`key = (id, query)`) keys it as asked.
+fn borrowed_handle(param: &Param, cx: &mut Ctxt) -> bool {
+    const KEYS: &[&str] = &[
+        "str",
+        "String",
+        "Path",
+        "PathBuf",
+        "OsStr",
+        "OsString",
+        "CStr",
+        "CString",
+        "Vec",
+        "bool",
+        "char",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "Option",
+        "Box",
+        "Cow",
+        "BTreeMap",
+        "BTreeSet",
+        "VecDeque",
+        "Duration",
+        "SystemTime",
+        "IpAddr",
+        "Ipv4Addr",
+        "Ipv6Addr",
+        "SocketAddr",
+        "Uuid",
+        "Url",
+    ];
+    let Type::Reference(reference) = &param.ty else {
+        return false;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return false;
+    };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    // A single capital letter is most likely a generic parameter, whose bounds decide.
+    let generic = path.path.segments.len() == 1 && last.ident.to_string().len() == 1;
+    if path.qself.is_some() || generic || KEYS.iter().any(|k| last.ident == k) {
+        return false;
+    }
+    let name = param.ident();
+    let ty = last.ident.to_string();
+    cx.error(
+        name,
+        format!("`{name}` borrows a `{ty}` and is in the key, which would hold a clone of it: if it changes the result, key it (`key = (..., {name})`); if it does not, `skip({name})` it, or `clone({name})` it so the function can refresh in the background"),
+    );
+    true
 }
 
 /// The arguments (and `self`) an expression uses as variables: a single-segment path
@@ -627,6 +849,7 @@ fn mode(
     func: &ItemFn,
     receiver: Option<&syn::Receiver>,
     params: &[Param],
+    cloned: &BTreeSet<String>,
     declared: Option<&Set<LoadMode>>,
     cx: &mut Ctxt,
 ) -> Mode {
@@ -664,10 +887,13 @@ fn mode(
         .collect();
     let mut borrowing: Vec<(Span, String)> = Vec::new();
     let mut generic = false;
-    if let Some(receiver) = receiver {
+    if let Some(receiver) = receiver.filter(|_| !cloned.contains("self")) {
         borrowing.push((receiver.self_token.span, "self".to_owned()));
     }
     for param in params {
+        if cloned.contains(&param.ident().to_string()) {
+            continue;
+        }
         let mut borrows = Borrows {
             generics: &generics,
             borrows: false,
@@ -685,7 +911,7 @@ fn mode(
             for (span, arg) in &borrowing {
                 cx.error_at(
                     *span,
-                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: pass it owned (an `Arc`, a clone) or drop `mode = detached`"),
+                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: write `clone({arg})` if it is cheap to clone (a pool, a client, an `Arc`), pass it owned, or drop `mode = detached`"),
                 );
             }
             Mode::Detached

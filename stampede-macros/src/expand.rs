@@ -80,6 +80,12 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Inline => quote!(load_inline_keyed),
     };
     let stmts = &block.stmts;
+    let stmts = if plan.cloned.iter().any(|c| c.is_self) {
+        rename_self(quote!(#(#stmts)*))
+    } else {
+        quote!(#(#stmts)*)
+    };
+    let (take_clones, give_clones) = clones(&plan);
     // A typed, unreachable `return` pins the body's type to the declared one, so a wrong
     // `return` or `?` is reported in the user's code, not in ours.
     let body = quote_spanned! {ret_ty_span(&ret_ty)=>
@@ -88,26 +94,50 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             let __stampede_fake_return: #ret_ty = loop {};
             return __stampede_fake_return;
         }
-        #(#stmts)*
+        #stmts
     };
     let origin = match &plan.returns {
+        // A plain `fn`: the body runs in a closure of its own, so its `return`s and `?`s
+        // stay its own.
+        Returns::Result { .. } if plan.sync => quote! {
+            move |__stampede_key: &#key_ty| -> #ret_ty {
+                #restore
+                (move || -> #ret_ty { #body })()
+            }
+        },
+        Returns::Value(_) if plan.sync => quote! {
+            move |__stampede_key: &#key_ty| -> ::core::result::Result<#value_ty, #private::Error> {
+                #restore
+                ::core::result::Result::Ok((move || -> #ret_ty { #body })())
+            }
+        },
         Returns::Result { .. } => quote! {
             move |__stampede_key: &#key_ty| {
                 #restore
-                async move { #body }
+                async move {
+                    #give_clones
+                    #body
+                }
             }
         },
         Returns::Value(_) => quote! {
             move |__stampede_key: &#key_ty| {
                 #restore
                 async move {
+                    #give_clones
                     ::core::result::Result::Ok::<#value_ty, #private::Error>(async move { #body }.await)
                 }
             }
         },
     };
-    let call = quote! {
-        __stampede_cache.#load(__stampede_key, #origin).await
+    let call = if plan.sync {
+        quote! {
+            __stampede_cache.load_blocking(__stampede_key, #origin)
+        }
+    } else {
+        quote! {
+            __stampede_cache.#load(__stampede_key, #origin).await
+        }
     };
     let call = match &plan.returns {
         Returns::Result { .. } => call,
@@ -120,7 +150,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
 
     let mode_doc = match plan.mode {
-        Mode::Detached => "detached: every argument is owned, so the origin runs as its own task and a caller that gives up never cancels a load others wait for",
+        _ if plan.sync => "blocking: a plain `fn`, whose callers are threads; the origin runs in the leading thread, a thread that finds a load running blocks until it settles, and one takes over if the leader panics",
+        Mode::Detached => "detached: every argument is owned or cloned for the origin, so the origin runs as its own task and a caller that gives up never cancels a load others wait for",
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     let handle_doc = format!(
@@ -130,7 +161,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     // A generic function's instantiations are separate caches that one constant outside
     // it cannot tell apart, so it has no handle.
     let generic = plan_is_generic(sig);
-    let handle_item = if generic {
+    let handle_item = if generic || plan.trait_impl {
         TokenStream::new()
     } else {
         quote! {
@@ -149,6 +180,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             let __stampede_here: &'static str = ::core::any::type_name_of_val(&|| ());
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
             let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
+            #take_clones
             let __stampede_other;
             let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_make) {
                 ::core::option::Option::Some(cache) => cache,
@@ -162,6 +194,69 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
 
         #handle_item
     }
+}
+
+/// `clone(...)`: the statements that take each clone before the call (under the name in
+/// `clone(...)`, so a type that is not `Clone` is reported there), and those that give the
+/// body its arguments back inside the origin, as references to the clones where the
+/// arguments were references, so the body reads as written.
+fn clones(plan: &Plan) -> (TokenStream, TokenStream) {
+    let mut take = TokenStream::new();
+    let mut give = TokenStream::new();
+    for (i, cloned) in plan.cloned.iter().enumerate() {
+        let var = format_ident!("__stampede_clone_{}", i);
+        let written = &cloned.written;
+        let source = if cloned.by_ref {
+            quote!(#written)
+        } else {
+            quote!(&#written)
+        };
+        take.extend(quote_spanned! {written.span()=>
+            let #var = ::stampede::__private::clone_for_origin(#source);
+        });
+        let name = if cloned.is_self {
+            format_ident!("__stampede_self")
+        } else {
+            written.clone()
+        };
+        let value = if cloned.by_ref {
+            quote!(&#var)
+        } else {
+            quote!(#var)
+        };
+        give.extend(quote! {
+            #[allow(unused_variables)]
+            let #name = #value;
+        });
+    }
+    (take, give)
+}
+
+/// The body with `self` (not `self::path`) renamed to the binding of its clone: a closure
+/// cannot rebind `self`.
+fn rename_self(tokens: TokenStream) -> TokenStream {
+    use proc_macro2::{Group, Ident, TokenTree};
+    let mut out = Vec::new();
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        out.push(match token {
+            TokenTree::Ident(ident) if ident == "self" => {
+                let path = matches!(tokens.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+                if path {
+                    TokenTree::Ident(ident)
+                } else {
+                    TokenTree::Ident(Ident::new("__stampede_self", ident.span()))
+                }
+            }
+            TokenTree::Group(group) => {
+                let mut renamed = Group::new(group.delimiter(), rename_self(group.stream()));
+                renamed.set_span(group.span());
+                TokenTree::Group(renamed)
+            }
+            other => other,
+        });
+    }
+    out.into_iter().collect()
 }
 
 fn ret_ty_span(ty: &Type) -> Span {
@@ -263,6 +358,13 @@ fn policy(plan: &Plan, private: &TokenStream) -> TokenStream {
     if let Some(admission) = &plan.admission {
         calls.push(quote!(.admission(#admission)));
     }
+    if plan.skip_none {
+        let value_ty = match &plan.returns {
+            Returns::Result { ok, .. } => ok,
+            Returns::Value(ty) => ty,
+        };
+        calls.push(quote!(.cache_if(::core::option::Option::is_some as fn(&#value_ty) -> bool)));
+    }
     if let Some(version) = plan.version {
         calls.push(quote!(.version(#version)));
     }
@@ -293,7 +395,10 @@ fn assertions(
     let value = if plan.local {
         quote_spanned!(value_span=> #private::assert_local_value::<#value_ty>();)
     } else {
-        quote_spanned!(value_span=> #private::assert_value::<#value_ty>();)
+        quote_spanned!(value_span=>
+            #private::assert_local_value::<#value_ty>();
+            #private::assert_storable_value::<#value_ty>();
+        )
     };
     // A plain value must not be a `Result` the macro could not see (an alias): the
     // compiler is asked, and says so under the return type.

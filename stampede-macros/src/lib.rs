@@ -1,4 +1,5 @@
-//! `#[cached]`: turns an existing `async fn` into a guarded loader. See the `stampede`
+//! `#[cached]`: turns an existing `async fn` (or a plain `fn`, for threads) into a guarded
+//! loader. See the `stampede`
 //! crate for the options; this crate is its code generator:
 //! parse ([`args`]) → check ([`check`]) → expand ([`expand`]).
 #![forbid(unsafe_code)]
@@ -22,7 +23,8 @@ use proc_macro::TokenStream;
 ///
 /// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
 /// `jitter`, `key`, `key_type`, `skip`, `timeout`, `admission`, `lease`, `name`,
-/// `version`, `capacity`, `local`, `map_error`; the README has the table with defaults.
+/// `version`, `capacity`, `local`, `map_error`, `clone`, `trait_impl`; the README has the
+/// table with defaults.
 /// Every argument, `self` included, must be in the key or in `skip(...)`.
 #[proc_macro_attribute]
 pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -30,10 +32,17 @@ pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
     let func: syn::ItemFn = match syn::parse(item) {
         Ok(func) => func,
         Err(_) => {
-            let error = syn::Error::new(
-                proc_macro2::Span::call_site(),
-                "#[cached] goes on an `async fn` (a free function, an associated function or a method)",
-            );
+            let error = match syn::parse::<syn::TraitItemFn>(original.clone().into()) {
+                // A declaration without a body, in a trait.
+                Ok(declared) => syn::Error::new_spanned(
+                    declared.sig.fn_token,
+                    "#[cached] cannot go on a trait's method declaration: each implementation is a function of its own, with its own cache; put `#[cached(..., trait_impl)]` on the method in each `impl Trait for T`",
+                ),
+                Err(_) => syn::Error::new(
+                    proc_macro2::Span::call_site(),
+                    "#[cached] goes on an `async fn` (a free function, an associated function or a method)",
+                ),
+            };
             return with_original(error, original);
         }
     };

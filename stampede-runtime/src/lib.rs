@@ -18,7 +18,9 @@
 mod admission;
 #[doc(hidden)]
 pub mod attribute;
+mod blocking;
 mod bounds;
+mod cache_if;
 mod clock;
 mod config;
 mod deadline;
@@ -27,6 +29,8 @@ mod error;
 mod flight;
 #[cfg(test)]
 mod flight_tests;
+#[doc(hidden)]
+pub mod guards;
 mod handle;
 mod loader;
 mod policy;

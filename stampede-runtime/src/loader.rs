@@ -742,6 +742,7 @@ where
         let now = self.clock.now();
         let generation = self.next_generation();
         let (shared, envelope, outcome) = match result {
+            Ok(value) if !self.policy.caches(&value) => (Ok(value), None, "not cached"),
             Ok(value) => {
                 let envelope = Envelope::fill(
                     value.clone(),

@@ -1,5 +1,6 @@
 //! Per-function settings: how long a value is fresh, how long it may be served stale, and
 //! how loads of it are guarded.
+use crate::cache_if::CacheIf;
 use stampede_settings as settings;
 use std::fmt;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub struct Policy {
     lease: Option<Duration>,
     version: u32,
     enabled: bool,
+    cache_if: Option<CacheIf>,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
@@ -58,6 +60,7 @@ impl Policy {
                 lease: None,
                 version: 0,
                 enabled: true,
+                cache_if: None,
             },
         }
     }
@@ -118,6 +121,12 @@ impl Policy {
     /// Whether the cache caches at all; when off, every call goes straight to the origin.
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// Whether a loaded value is stored (see [`PolicyBuilder::cache_if`]); a value that is
+    /// not is still the answer of its load.
+    pub fn caches<V: 'static>(&self, value: &V) -> bool {
+        self.cache_if.as_ref().is_none_or(|keep| keep.keeps(value))
     }
 
     /// A builder holding these settings, for changing some of them (runtime overrides).
@@ -191,6 +200,15 @@ impl PolicyBuilder {
     /// Maximum number of in-memory entries (non-zero).
     pub fn capacity(mut self, capacity: u64) -> Self {
         self.policy.capacity = capacity;
+        self
+    }
+    /// Stores only the loaded values `keep` accepts (default: every value), say
+    /// `Option::is_some` to not cache `None`. A value it refuses is the answer of its load,
+    /// for the caller and every waiter, and is not stored: the next call loads again (a
+    /// refresh that it refuses leaves the old value in place). `V` is the cache's value
+    /// type; values of another type are stored.
+    pub fn cache_if<V: 'static>(mut self, keep: fn(&V) -> bool) -> Self {
+        self.policy.cache_if = Some(CacheIf::new(keep));
         self
     }
     /// Names the origin semaphore this cache's loads go through.

@@ -13,7 +13,9 @@ use std::time::Duration;
 /// let stats = stampede_runtime::Stats::default();
 /// assert_eq!(stats.origin_calls, 0);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// It is `Serialize` (fields by name, durations as serde writes them), for exporting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Stats {
     /// Calls answered with a fresh value.
@@ -185,5 +187,19 @@ mod tests {
         assert_eq!(stats.admission_wait_total, Duration::from_millis(200));
         assert_eq!(stats.admission_wait_max, Duration::from_millis(120));
         assert_eq!(stats.oldest_stale_served, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn stats_serialize_field_by_field_for_export() {
+        let stats = Stats {
+            fresh_hits: 5,
+            origin_calls: 2,
+            ..Stats::default()
+        };
+        let config = bincode::config::standard();
+        let bytes = bincode::serde::encode_to_vec(stats, config).unwrap();
+        let ((fresh, stale, misses, coalesced, origin), _): ((u64, u64, u64, u64, u64), _) =
+            bincode::serde::decode_from_slice(&bytes, config).unwrap();
+        assert_eq!((fresh, stale, misses, coalesced, origin), (5, 0, 0, 0, 2));
     }
 }

@@ -1,0 +1,8 @@
+use stampede::cached;
+
+#[cached(fresh = "60s", xfetch(beta = -1.0))]
+async fn get(id: u64) -> u64 {
+    id
+}
+
+fn main() {}
