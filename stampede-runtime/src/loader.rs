@@ -5,8 +5,11 @@
 //!        -> Stale -> start one refresh -> stale value
 //!        -> Expired or absent -> join the key's flight, within the caller's deadline
 //!              waiter -> the leader's outcome (or take over if the leader was dropped)
-//!              leader -> re-check the store -> admission permit -> origin
-//!                        -> publish (store, then wake waiters)
+//!              leader -> re-check memory -> the shared store (redis, tiered backends)
+//!                        -> fresh there? take it, wake waiters
+//!                        -> admission permit -> origin
+//!                        -> publish (the shared store under the read's fence, then
+//!                           memory, then wake waiters)
 //!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
 //! ```
 //!
@@ -16,7 +19,7 @@
 //! caller goes away.
 use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
-use crate::config::Runtime;
+use crate::config::{Backend, Runtime};
 use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
@@ -24,18 +27,23 @@ use crate::flight::{Flights, Join, Leader, Outcome};
 use crate::policy::Policy;
 use crate::stats::{Counters, Observed, Stats};
 use crate::store::memory::MemoryStore;
+use crate::store::shared::StoreEvent;
+use crate::store::tiered::{Codec, Found, Tier};
 use crate::xfetch;
 use futures_util::future::Either;
 use futures_util::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, OwnedSemaphorePermit};
 use tracing::Instrument;
 
 /// A cache whose misses load through a caller-supplied origin, once per key at a time.
@@ -74,6 +82,9 @@ pub struct CacheBuilder<K, V, E> {
     infallible: bool,
     /// Why this cache may serve no load whatever its runtime says.
     refusal: Option<Error>,
+    /// How keys and values are written to a shared store; without one the cache stays in
+    /// memory under any backend.
+    codec: Option<Codec<K, V>>,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -83,7 +94,9 @@ where
     V: Clone + Send + Sync + 'static,
     E: Clone + Send + Sync + 'static,
 {
-    /// Framework failures reach callers as `map_error(stampede::Error)`.
+    /// Framework failures reach callers as `map_error(stampede::Error)`. The cache stays
+    /// in memory whatever the runtime's backend, unless [`shared`](Self::shared) lets it
+    /// go to the shared store ([`Cache::builder`] does).
     pub fn new(policy: Policy, map_error: fn(Error) -> E) -> Self {
         CacheBuilder {
             policy,
@@ -92,8 +105,29 @@ where
             runtime: None,
             infallible: false,
             refusal: None,
+            codec: None,
             types: PhantomData,
         }
+    }
+
+    /// Lets the cache keep its values where its runtime's backend says (Redis, or memory
+    /// in front of Redis): serde writes the key into the entry's name and the value into
+    /// its envelope. Caches of the same `name`, `version` and key type address the same
+    /// entries, in code or through `#[cached]`.
+    pub fn shared(mut self) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        self.codec = Some(Codec::new());
+        self
+    }
+
+    /// Keeps the cache in this process's memory whatever the runtime's backend (what
+    /// `local` does on the attribute).
+    pub fn local(mut self) -> Self {
+        self.codec = None;
+        self
     }
 
     /// Where the cache reads the time (default: its runtime's, see
@@ -162,7 +196,23 @@ where
             }
             (true, gate) => (policy, gate),
         };
-        let inner = Arc::new(Inner {
+        let shared = match (&runtime, self.codec) {
+            (Ok(runtime), Some(codec)) => {
+                let keeps_memory = match runtime.backend() {
+                    Backend::Memory => None,
+                    Backend::Redis { .. } => Some(false),
+                    Backend::Tiered { .. } => Some(true),
+                };
+                keeps_memory.map(|keeps_memory| SharedSide {
+                    runtime: runtime.clone(),
+                    codec,
+                    keeps_memory,
+                    tier: OnceLock::new(),
+                })
+            }
+            _ => None,
+        };
+        let inner = Arc::new_cyclic(|me| Inner {
             store: MemoryStore::new(&policy),
             policy,
             gate,
@@ -171,6 +221,8 @@ where
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             map_error: self.map_error,
+            shared,
+            me: me.clone(),
         });
         if let Ok(runtime) = runtime {
             let observed: Weak<dyn Observed> = Arc::downgrade(&inner) as Weak<_>;
@@ -189,6 +241,19 @@ struct Inner<K, V, E> {
     counters: Counters,
     generation: AtomicU64,
     map_error: fn(Error) -> E,
+    /// The shared store, for a cache that may go there on a runtime that has one.
+    shared: Option<SharedSide<K, V>>,
+    /// Itself, for the notice listener it starts.
+    me: Weak<Inner<K, V, E>>,
+}
+
+/// A cache's way to the shared store, connected on its first load.
+struct SharedSide<K, V> {
+    runtime: Runtime,
+    codec: Codec<K, V>,
+    /// Tiered: memory keeps copies of shared values.
+    keeps_memory: bool,
+    tier: OnceLock<Option<Arc<Tier<K, V>>>>,
 }
 
 impl<K, V, E> Clone for Cache<K, V, E> {
@@ -213,25 +278,36 @@ where
     V: Clone + Send + Sync + 'static,
     E: Clone + Send + Sync + 'static,
 {
-    /// A cache whose callers receive framework failures as `E::from(stampede::Error)`.
+    /// A cache whose callers receive framework failures as `E::from(stampede::Error)`,
+    /// on the process's runtime and its backend.
     pub fn new(policy: Policy) -> Self
     where
         E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
     {
         Self::builder(policy).build()
     }
 
     /// A cache whose callers receive framework failures as `map_error(stampede::Error)`.
-    pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self {
-        CacheBuilder::new(policy, map_error).build()
+    pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        CacheBuilder::new(policy, map_error).shared().build()
     }
 
-    /// A builder for settings beyond the policy (the clock).
+    /// A builder for settings beyond the policy (the runtime, the clock). The cache goes
+    /// where its runtime's backend says; [`CacheBuilder::local`] keeps it in memory, and
+    /// [`CacheBuilder::new`] builds caches of types serde cannot write.
     pub fn builder(policy: Policy) -> CacheBuilder<K, V, E>
     where
         E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
     {
-        CacheBuilder::new(policy, E::from)
+        CacheBuilder::new(policy, E::from).shared()
     }
 
     /// The policy this cache was built with.
@@ -256,19 +332,34 @@ where
         (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
     }
 
-    /// Drops `key`'s value. A load of `key` already running (coalesced or not, a miss or
-    /// a refresh) still answers its waiters but does not store its result, which was
-    /// computed before the invalidation; the next call loads anew.
-    pub fn invalidate(&self, key: &K) {
+    /// Drops `key`'s value, in this process at once and, on a shared backend, in every
+    /// replica: the key's fence in Redis is raised and tiered nodes drop their copies. A
+    /// load of `key` already running, here or on another replica, still answers its
+    /// waiters but does not store its result, which was computed before the invalidation;
+    /// the next call loads anew.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it: it applied here and is
+    /// queued, and replayed before this replica reads the shared store again.
+    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
         // Fence first: a load that stores before the fence moves is removed just after.
         self.inner.flights.invalidate(key);
         self.inner.store.invalidate(key);
+        self.inner.invalidate_shared(key).await
     }
 
-    /// Drops every value, with the same rule for running loads as [`Cache::invalidate`].
-    pub fn invalidate_all(&self) {
+    /// Drops every value in this process, with the same rule for running loads as
+    /// [`Cache::invalidate`]. On a shared backend, entries in Redis stay until they
+    /// expire or are invalidated by key, which the returned [`Error::Backend`] says.
+    pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.inner.flights.invalidate_all();
         self.inner.store.invalidate_all();
+        match &self.inner.shared {
+            None => Ok(()),
+            Some(_) => Err(Error::Backend {
+                cache: self.inner.policy.name().clone(),
+                message: "invalidate_all drops this replica's values only; shared entries stay until they expire or are invalidated by key".into(),
+            }),
+        }
     }
 
     /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
@@ -621,6 +712,21 @@ where
         );
         let load = async {
             let asked = self.clock.precise();
+            let mut found = self.find_shared(&key).await;
+            let now = self.clock.now();
+            let fresh = (found.as_mut()).and_then(|found| {
+                found
+                    .envelope
+                    .take_if(|stored| stored.state(now) == State::Fresh)
+            });
+            if let Some(stored) = fresh {
+                // Another replica loaded it: no origin call.
+                let value = Ok(stored.value.clone());
+                let copy = self.memory_copy(&key, found.as_ref(), stored);
+                let span = tracing::Span::current();
+                span.record("outcome", "shared");
+                return self.settle(leader, value, copy);
+            }
             let (shared, outcome) = match self.admit().await {
                 Ok(permit) => {
                     self.counters.origin_calls.bump();
@@ -640,7 +746,9 @@ where
                             true,
                         ),
                     };
-                    let (shared, outcome) = self.publish(key, leader, result, delta.as_secs_f64());
+                    let (shared, outcome) = self
+                        .publish(key, leader, result, delta.as_secs_f64(), found)
+                        .await;
                     (shared, if panicked { "panicked" } else { outcome })
                 }
                 Err(refusal) => self.refuse(key, leader, refusal),
@@ -730,14 +838,16 @@ where
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Stores a success, or re-arms the last value when the fail-safe allows, then hands
-    /// the outcome to the flight's waiters. Errors are never stored.
-    fn publish(
+    /// Stores a success (in the shared store under the fence its read returned, then in
+    /// memory), or re-arms the last value when the fail-safe allows, then hands the
+    /// outcome to the flight's waiters. Errors are never stored.
+    async fn publish(
         &self,
         key: K,
         leader: SharedLeader<K, V, E>,
         result: Result<V, E>,
         delta: f64,
+        mut found: Option<Found<V>>,
     ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
         let generation = self.next_generation();
@@ -755,7 +865,9 @@ where
             }
             Err(error) => {
                 self.counters.refresh_errors.bump();
-                match self.fallback(&key, now) {
+                let last = (self.fallback(&key, now))
+                    .or_else(|| self.shared_fallback(found.as_mut(), now));
+                match last {
                     Some(last) => {
                         let rearmed = self.fall_back(&last, now, generation);
                         (Ok(last.value), Some(rearmed), "fallback")
@@ -763,6 +875,10 @@ where
                     None => (Err(error), None, "failed"),
                 }
             }
+        };
+        let envelope = match envelope {
+            Some(envelope) => self.write_shared(&key, found.as_ref(), envelope, now).await,
+            None => None,
         };
         (self.settle(leader, shared, envelope), outcome)
     }
@@ -782,6 +898,119 @@ where
         };
         leader.settle(shared.clone(), store);
         shared
+    }
+
+    /// This cache's side of the shared store, connected on first use inside a Tokio
+    /// runtime; `None` for the memory backend and `local` caches. The notice listener
+    /// subscribes here, before the first read.
+    fn tier(&self) -> Option<&Arc<Tier<K, V>>> {
+        let side = self.shared.as_ref()?;
+        if let Some(tier) = side.tier.get() {
+            return tier.as_ref();
+        }
+        // Outside Tokio the store cannot run: memory only, until a load inside one.
+        let tokio = tokio::runtime::Handle::try_current().ok()?;
+        let tier = side.tier.get_or_init(|| {
+            let remote = side.runtime.remote()?.clone();
+            let events = remote.store().events();
+            let tier = Arc::new(Tier::new(
+                remote,
+                side.codec,
+                self.policy.name().clone(),
+                self.policy.version(),
+                side.keeps_memory,
+                self.policy.capacity(),
+            ));
+            drop(tokio.spawn(listen(self.me.clone(), events)));
+            Some(tier)
+        });
+        tier.as_ref()
+    }
+
+    /// What the shared store holds for `key`, counted.
+    async fn find_shared(&self, key: &K) -> Option<Found<V>> {
+        let tier = self.tier()?;
+        let found = tier
+            .find(key, self.clock.now(), self.next_generation())
+            .await?;
+        let now = self.clock.now();
+        match (&found.read, &found.envelope) {
+            (None, _) => self.counters.backend_errors.bump(),
+            (Some(_), Some(stored)) if stored.state(now) == State::Fresh => {
+                self.counters.shared_hits.bump();
+            }
+            (Some(_), _) => self.counters.shared_misses.bump(),
+        }
+        Some(found)
+    }
+
+    /// Publishes a new value to the shared store (a fallback stays local), and returns
+    /// what memory keeps of it: everything on the memory backend; on a shared one, a
+    /// tiered copy, or the value loaded while the store was unreachable (degraded); nothing
+    /// when the store refused it because an invalidation raised the fence meanwhile.
+    async fn write_shared(
+        &self,
+        key: &K,
+        found: Option<&Found<V>>,
+        envelope: Envelope<V>,
+        now: Instant,
+    ) -> Option<Envelope<V>> {
+        if let (Some(tier), Some(found)) = (self.tier(), found) {
+            if let (Some(read), false) = (&found.read, envelope.rearmed) {
+                if !tier.publish(&found.key, read, &envelope, now).await {
+                    return None;
+                }
+            }
+        }
+        self.memory_copy(key, found, envelope)
+    }
+
+    /// What memory keeps of a value on this cache's backend (see [`Inner::write_shared`]).
+    fn memory_copy(
+        &self,
+        key: &K,
+        found: Option<&Found<V>>,
+        envelope: Envelope<V>,
+    ) -> Option<Envelope<V>> {
+        let (Some(tier), Some(found)) = (self.tier(), found) else {
+            return Some(envelope);
+        };
+        let degraded = found.read.is_none();
+        if !(tier.keeps_memory || degraded) {
+            return None;
+        }
+        tier.copied(&found.key, key);
+        Some(envelope)
+    }
+
+    /// The value the shared store held, when `stale_if_error` lets it stand in for a
+    /// failing origin (the redis backend keeps no memory to fall back on).
+    fn shared_fallback(&self, found: Option<&mut Found<V>>, now: Instant) -> Option<Envelope<V>> {
+        self.policy.stale_if_error()?;
+        found?.envelope.take().filter(|last| now < last.keep_until)
+    }
+
+    /// The shared side of [`Cache::invalidate`].
+    async fn invalidate_shared(&self, key: &K) -> Result<(), Error> {
+        if self.shared.is_none() {
+            return Ok(());
+        }
+        let backend = |message: String| Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        };
+        let Some(tier) = self.tier() else {
+            return Err(backend(
+                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
+            ));
+        };
+        let entry = tier.entry_key(key).map_err(|error| {
+            backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
+        })?;
+        tier.noticed(entry.value());
+        tier.remote.invalidate(entry).await.map_err(|error| {
+            backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
+        })
     }
 
     /// The last value, when `stale_if_error` lets it stand in for a failing origin.
@@ -939,5 +1168,41 @@ where
             Ok(())
         }
         Err(_) => Err(task),
+    }
+}
+
+/// Keeps a cache's memory copies in line with the shared store: a notice from another
+/// replica drops the copy it names; a lost (or lagging) subscription drops every copy, and
+/// so does subscribing again, since notices sent in between were missed.
+async fn listen<K, V, E>(inner: Weak<Inner<K, V, E>>, mut events: broadcast::Receiver<StoreEvent>)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    loop {
+        let event = events.recv().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Some(tier) = inner.tier() else {
+            return;
+        };
+        match event {
+            Ok(StoreEvent::Notice(notice)) => {
+                if notice.own {
+                    continue;
+                }
+                if let Some(key) = tier.noticed(&notice.key) {
+                    inner.store.invalidate(&key);
+                }
+            }
+            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
+            | Err(RecvError::Lagged(_)) => {
+                tier.forget_copies();
+                inner.store.invalidate_all();
+            }
+            Err(RecvError::Closed) => return,
+        }
     }
 }
