@@ -445,7 +445,7 @@ impl Runtime {
         let remote = self
             .shared
             .remote
-            .get_or_init(|| Remote::connect(&self.shared.settings).map(Arc::new));
+            .get_or_init(|| Remote::start(&self.shared.settings));
         match remote {
             Ok(remote) => Some(remote),
             Err(error) => {

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 /// One replica's shared store: its connections, its wire format and its queue of
@@ -43,8 +43,20 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    /// Connects lazily: only settings Redis cannot use, or no Tokio runtime, fail here.
-    pub(crate) fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
+    /// Connects lazily (only settings Redis cannot use, or no Tokio runtime, fail here)
+    /// and starts replaying queued invalidations in the background, so they reach the
+    /// store soon after it is back even if this replica never reads it again.
+    pub(crate) fn start(settings: &BackendSettings) -> Result<Arc<Self>, StoreError> {
+        let remote = Arc::new(Self::connect(settings)?);
+        let period = settings.breaker_cooldown.min(REPLAY_PERIOD);
+        drop(tokio::spawn(keep_replaying(
+            Arc::downgrade(&remote),
+            period,
+        )));
+        Ok(remote)
+    }
+
+    fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
         let url = settings
             .url
             .clone()
@@ -132,6 +144,22 @@ impl Remote {
             }
         }
         Ok(())
+    }
+}
+
+/// How often queued invalidations are retried, at most.
+const REPLAY_PERIOD: Duration = Duration::from_millis(250);
+
+async fn keep_replaying(remote: Weak<Remote>, period: Duration) {
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(remote) = remote.upgrade() else {
+            return;
+        };
+        if remote.pending.load(Ordering::Acquire) {
+            // A failure leaves them queued for the next round.
+            let _ = remote.replay().await;
+        }
     }
 }
 
