@@ -185,6 +185,34 @@ async fn a_tiered_invalidation_reaches_another_nodes_memory() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiered_node_that_loses_its_subscription_drops_its_memory_copies() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let node = replica(Backend::tiered(redis.url()));
+    let cache = cache(&node, "unconfirmed");
+    let origin = Counted::default();
+    assert_eq!(origin.load(&cache, 4, "four").await, Ok("four".into()));
+    assert_eq!(cache.peek(&4), Some("four".into()), "a memory copy");
+    // Notices sent while it is unsubscribed would be lost: its copies are unconfirmed.
+    let deadline = Instant::now() + DEADLINE;
+    while cache.peek(&4).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the copy outlived the subscription"
+        );
+        redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        origin.load(&cache, 4, "x").await,
+        Ok("four".into()),
+        "re-read from Redis"
+    );
+    assert_eq!(origin.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_foreign_or_untimed_bytes_are_a_miss_never_a_panic() {
     let Some(redis) = RedisServer::start() else {
         return;
