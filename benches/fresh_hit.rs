@@ -11,7 +11,7 @@ mod common;
 use common::contestants::{self, MOKA_FUTURE, MOKA_SYNC, MOKA_SYNC_TTL};
 use common::{Profile, KEY};
 use criterion::{criterion_group, criterion_main, Criterion};
-use stampede::{Cache, Policy};
+use stampede::{Cache, CacheBuilder, Policy};
 use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -42,7 +42,8 @@ fn fresh_hit(c: &mut Criterion) {
         .capacity(common::CAPACITY)
         .build()
         .expect("a valid policy");
-    let bare: Cache<u64, Profile> = Cache::new(policy);
+    // Its value holds an `Arc<str>`, which serde cannot read back: memory only.
+    let bare: Cache<u64, Profile> = CacheBuilder::new(policy, stampede::Error::from).build();
     runtime
         .block_on(bare.load(KEY, || async { Ok(common::profile()) }))
         .expect("the origin succeeds");

@@ -36,16 +36,16 @@
 //! assert_eq!(name_of(7, 1, &Db).await.unwrap(), "7/1");
 //! assert_eq!(name_of(7, 1, &Db).await.unwrap(), "7/1"); // a hit
 //! assert_eq!(NAME_OF.stats().origin_calls, 1);
-//! NAME_OF.invalidate(&(7, 1));
+//! NAME_OF.invalidate(&(7, 1)).await.unwrap();
 //! # }
 //! ```
 #![forbid(unsafe_code)]
 
 pub use stampede_macros::cached;
 pub use stampede_runtime::{
-    warmup, Backend, Cache, CacheBuilder, CacheKey, CacheValue, Clock, ConfigError, Error,
-    FromCacheError, Handle, LeaderMode, LocalValue, Overrides, Policy, PolicyBuilder, PolicyError,
-    Runtime, RuntimeBuilder, SharedError, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
+    warmup, Backend, BackendStats, Cache, CacheBuilder, CacheKey, CacheValue, Clock, ConfigError,
+    Error, FromCacheError, Handle, LeaderMode, LocalValue, Overrides, Policy, PolicyBuilder,
+    PolicyError, Runtime, RuntimeBuilder, SharedError, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
     WARMUP_CONCURRENCY,
 };
 

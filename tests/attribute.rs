@@ -98,7 +98,10 @@ async fn a_borrowed_pool_and_a_tenant_key_coalesce_to_one_query() {
     assert_eq!(db.queries(), 2);
     assert_eq!(LOAD_PROFILE.leader_mode(), LeaderMode::Inline);
     assert_eq!(LOAD_PROFILE.stats().origin_calls, 2);
-    LOAD_PROFILE.invalidate(&(TenantId("acme".into()), 7));
+    LOAD_PROFILE
+        .invalidate(&(TenantId("acme".into()), 7))
+        .await
+        .unwrap();
     load_profile(TenantId("acme".into()), 7, &db).await.unwrap();
     assert_eq!(db.queries(), 3);
 }
@@ -411,7 +414,10 @@ async fn keys_from_expressions_and_borrowed_strings() {
     assert_eq!(by_expression(TenantId("acme".into()), 2).await, "acme/2");
     by_expression(TenantId("acme".into()), 2).await;
     assert_eq!(BY_EXPRESSION.stats().origin_calls, 1);
-    BY_EXPRESSION.invalidate(&"acme:2".to_string());
+    BY_EXPRESSION
+        .invalidate(&"acme:2".to_string())
+        .await
+        .unwrap();
     by_expression(TenantId("acme".into()), 2).await;
     assert_eq!(BY_EXPRESSION.stats().origin_calls, 2);
     assert_eq!(greeting("ada").await, "hello, ada");

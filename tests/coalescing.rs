@@ -270,7 +270,7 @@ async fn an_invalidation_during_a_load_is_not_undone_by_it() {
         })
     };
     tokio::task::yield_now().await;
-    cache.invalidate(&1);
+    cache.invalidate(&1).await.unwrap();
     assert_eq!(
         bounded(first).await.unwrap(),
         Ok(1),

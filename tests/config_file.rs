@@ -110,18 +110,18 @@ const BAD_FILES: &[Bad] = &[
         says: "unknown variant `memcached`, expected one of `memory`, `redis`, `tiered`",
     },
     Bad {
-        name: "redis-backend",
+        name: "redis-backend-without-url",
         text: "[backend]\nkind = \"redis\"\n",
         line: 2,
         key: Some("backend.kind"),
-        says: "backend kind `redis` arrives with the shared-store backend; it is not available in this version",
+        says: "backend kind `redis` needs a `url` such as \"redis://127.0.0.1:6379\"",
     },
     Bad {
-        name: "tiered-backend",
+        name: "tiered-backend-without-url",
         text: "[backend]\nkind = \"tiered\"\n",
         line: 2,
         key: Some("backend.kind"),
-        says: "backend kind `tiered` arrives with the shared-store backend; it is not available in this version",
+        says: "backend kind `tiered` needs a `url` such as \"redis://127.0.0.1:6379\"",
     },
     Bad {
         name: "undefined-admission",
@@ -166,11 +166,11 @@ const BAD_FILES: &[Bad] = &[
         says: "the functions `user-profile` and `user_profile` are both `USER_PROFILE` in environment variables",
     },
     Bad {
-        name: "redis-url",
+        name: "redis-url-with-memory-kind",
         text: "[backend]\nprefix = \"shop\"\nurl = \"redis://127.0.0.1:6379\"\n",
         line: 3,
         key: Some("backend.url"),
-        says: "a Redis `url` arrives with the shared-store backend; it is not available in this version",
+        says: "a Redis `url` with the \"memory\" kind would be ignored; set `kind = \"redis\"` or `\"tiered\"`",
     },
     Bad {
         name: "zero-response-timeout",

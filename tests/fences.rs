@@ -94,7 +94,7 @@ async fn an_uncoalesced_detached_miss_that_started_before_invalidate_is_not_stor
     let origin = Gated::new();
     let load = origin.spawn_load(&cache, 1);
     origin.until_started().await;
-    cache.invalidate(&1);
+    cache.invalidate(&1).await.unwrap();
     origin.finish_one();
     assert_eq!(
         bounded(load).await.unwrap(),
@@ -120,7 +120,7 @@ async fn an_uncoalesced_inline_miss_that_started_before_invalidate_is_not_stored
         1,
         "an uncoalesced load is in flight"
     );
-    cache.invalidate(&1);
+    cache.invalidate(&1).await.unwrap();
     origin.finish_one();
     assert_eq!(bounded(load).await.unwrap(), Ok(1));
     assert_eq!(cache.peek(&1), None);
@@ -142,7 +142,7 @@ async fn an_uncoalesced_stale_refresh_that_started_before_invalidate_is_not_stor
     assert_eq!(bounded(stale).await, Ok(1));
     origin.until_started().await; // the first call's permit
     origin.until_started().await; // the refresh's
-    cache.invalidate(&1);
+    cache.invalidate(&1).await.unwrap();
     origin.finish_one();
     loads_finished(&cache).await;
     assert_eq!(cache.peek(&1), None, "the refresh was fenced out");
@@ -158,7 +158,7 @@ async fn invalidate_all_fences_a_coalesced_load_and_its_in_flight_count_returns_
     let origin = Gated::new();
     let load = origin.spawn_load(&cache, 1);
     origin.until_started().await;
-    cache.invalidate_all();
+    cache.invalidate_all().await.unwrap();
     assert_eq!(cache.stats().in_flight, 1, "the detached load still runs");
     origin.finish_one();
     assert_eq!(bounded(load).await.unwrap(), Ok(1));

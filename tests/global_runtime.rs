@@ -192,7 +192,7 @@ fn a_bad_variable_fails_calls_naming_it() {
 }
 
 #[test]
-fn a_redis_url_in_the_environment_is_refused_until_a_shared_store_exists() {
+fn a_redis_url_without_a_shared_backend_kind_is_refused_not_ignored() {
     let reports = run_child(
         "child_reports_its_configuration_error",
         &[
@@ -202,7 +202,7 @@ fn a_redis_url_in_the_environment_is_refused_until_a_shared_store_exists() {
     );
     assert_eq!(
         reports[0],
-        "global=environment variable `STAMPEDE_REDIS_URL`: a Redis `url` arrives with the shared-store backend; it is not available in this version (only the \"memory\" kind is)"
+        "global=environment variable `STAMPEDE_REDIS_URL`: a Redis `url` with the \"memory\" kind would be ignored; set `kind = \"redis\"` or `\"tiered\"`"
     );
     assert_eq!(reports[1], "origin_calls=0");
 }

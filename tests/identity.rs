@@ -43,7 +43,7 @@ async fn two_functions_written_by_one_macro_are_two_caches() {
     // Each handle reaches its own function's cache, whatever the value types.
     assert_eq!(Users::LOOKUP.stats().origin_calls, 1);
     assert_eq!(Orders::LOOKUP.stats().origin_calls, 1);
-    Orders::LOOKUP.invalidate(&1);
+    Orders::LOOKUP.invalidate(&1).await.unwrap();
     assert_eq!(Orders::lookup(1).await, 2_001);
     assert_eq!(Orders::LOOKUP.stats().origin_calls, 2);
     assert_eq!(Users::lookup(1).await, 1_001);
@@ -83,7 +83,7 @@ async fn each_instantiation_of_a_generic_impl_has_its_own_cache() {
     assert_eq!(Repo::<B>::get(1).await, 201);
     assert_eq!(Repo::<A>::GET.stats().origin_calls, 1);
     assert_eq!(Repo::<B>::GET.stats().origin_calls, 1);
-    Repo::<B>::GET.invalidate(&1);
+    Repo::<B>::GET.invalidate(&1).await.unwrap();
     assert_eq!(Repo::<B>::get(1).await, 201);
     assert_eq!(Repo::<B>::GET.stats().origin_calls, 2);
     assert_eq!(Repo::<A>::GET.stats().fresh_hits, 1, "A untouched");

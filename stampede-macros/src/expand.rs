@@ -55,9 +55,17 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Detached => quote!(#private::LeaderMode::Detached),
         Mode::Inline => quote!(#private::LeaderMode::Inline),
     };
-    let make = match &plan.returns {
-        Returns::Result { .. } => quote!(#private::build_claimed_cache(#policy, #map_error, claim)),
-        Returns::Value(_) => quote!(#private::build_plain_cache(#policy, claim)),
+    // Without `local`, the runtime's backend decides where values live, so serde must be
+    // able to write them; `local` caches never leave memory.
+    let make = match (&plan.returns, plan.local) {
+        (Returns::Result { .. }, true) => {
+            quote!(#private::build_claimed_cache(#policy, #map_error, claim))
+        }
+        (Returns::Result { .. }, false) => {
+            quote!(#private::build_shared_cache(#policy, #map_error, claim))
+        }
+        (Returns::Value(_), true) => quote!(#private::build_plain_cache(#policy, claim)),
+        (Returns::Value(_), false) => quote!(#private::build_shared_plain_cache(#policy, claim)),
     };
     let build = quote! {
         fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
@@ -155,7 +163,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     let handle_doc = format!(
-        " The cache of [`{fn_text}`]: `invalidate(&key)`, `invalidate_all()`, `stats()`.\n\n Leader mode: {mode_doc}."
+        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
     );
 
     // A generic function's instantiations are separate caches that one constant outside

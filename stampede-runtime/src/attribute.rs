@@ -6,6 +6,7 @@ pub use crate::handle::Claim;
 use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
 use crate::policy::PolicyBuilder;
+use serde::Serialize;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -130,6 +131,24 @@ where
     build_refusing(policy, map_error, claim.taken.clone())
 }
 
+/// [`build_claimed_cache`] for a function without `local`: its values go where the
+/// runtime's backend says.
+pub fn build_shared_cache<K, V, E>(
+    policy: PolicyBuilder,
+    map_error: fn(Error) -> E,
+    claim: &Claim,
+) -> Cache<K, V, E>
+where
+    K: CacheKey + Serialize,
+    V: CacheValue,
+    E: SharedError,
+{
+    builder(policy, map_error)
+        .refuse(claim.taken.clone())
+        .shared()
+        .build()
+}
+
 fn build_refusing<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
@@ -140,11 +159,20 @@ where
     V: LocalValue,
     E: SharedError,
 {
+    builder(policy, map_error).refuse(refusal).build()
+}
+
+fn builder<K, V, E>(policy: PolicyBuilder, map_error: fn(Error) -> E) -> CacheBuilder<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
     let policy = policy
         .build()
         .expect("#[cached] checked these settings at compile time");
     // No explicit runtime: the builder binds the process's.
-    CacheBuilder::new(policy, map_error).refuse(refusal).build()
+    CacheBuilder::new(policy, map_error)
 }
 
 /// [`build_cache`] for a function that returns a plain value: it has no error to answer
@@ -155,12 +183,22 @@ where
     K: CacheKey,
     V: LocalValue,
 {
-    let policy = policy
-        .build()
-        .expect("#[cached] checked these settings at compile time");
-    CacheBuilder::new(policy, keep_error)
+    builder(policy, keep_error)
         .refuse(claim.taken.clone())
         .infallible()
+        .build()
+}
+
+/// [`build_plain_cache`] for a function without `local`.
+pub fn build_shared_plain_cache<K, V>(policy: PolicyBuilder, claim: &Claim) -> Cache<K, V, Error>
+where
+    K: CacheKey + Serialize,
+    V: CacheValue,
+{
+    builder(policy, keep_error)
+        .refuse(claim.taken.clone())
+        .infallible()
+        .shared()
         .build()
 }
 

@@ -44,7 +44,7 @@ macro_rules! table {
     };
 }
 
-mod backend;
+pub(crate) mod backend;
 mod env;
 mod error;
 mod file;
@@ -59,7 +59,9 @@ use crate::admission::{Admission, Gate};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::stats::{Observed, Stats};
+use crate::stats::{BackendStats, Observed, Stats};
+use crate::store::shared::{BreakerState, StoreError};
+use crate::store::tiered::Remote;
 use backend::{BackendLayer, BackendSettings, Kind};
 use error::At;
 use std::collections::{BTreeMap, HashMap};
@@ -161,9 +163,12 @@ impl RuntimeBuilder {
     pub fn backend(mut self, backend: Backend) -> Self {
         let kind = match backend {
             Backend::Memory => Kind::Memory,
+            Backend::Redis { .. } => Kind::Redis,
+            Backend::Tiered { .. } => Kind::Tiered,
         };
         let layer = BackendLayer {
             kind: Some(kind),
+            url: Some(backend.url().map(str::to_owned)),
             ..BackendLayer::default()
         };
         self.backend
@@ -293,6 +298,7 @@ impl RuntimeBuilder {
             shared: Arc::new(Shared {
                 backend,
                 settings,
+                remote: OnceLock::new(),
                 admissions,
                 functions: (self.functions.into_iter())
                     .map(|(name, entry)| (name, entry.value))
@@ -358,8 +364,9 @@ pub struct Runtime {
 struct Shared {
     backend: Backend,
     /// Every backend setting, defaults filled in, for the backends that read them.
-    #[allow(dead_code)]
     settings: BackendSettings,
+    /// The shared store, connected on first use.
+    remote: OnceLock<Result<Arc<Remote>, StoreError>>,
     admissions: HashMap<Arc<str>, Arc<Admission>>,
     functions: HashMap<Arc<str>, Overrides>,
     env_functions: HashMap<String, Overrides>,
@@ -423,7 +430,49 @@ impl Runtime {
 
     /// Where values are stored.
     pub fn backend(&self) -> Backend {
-        self.shared.backend
+        self.shared.backend.clone()
+    }
+
+    /// This replica's connection to the shared store, made on first use (inside a Tokio
+    /// runtime; outside one there is none and caches stay in memory). `None` for the
+    /// memory backend.
+    pub(crate) fn remote(&self) -> Option<&Arc<Remote>> {
+        if self.shared.backend == Backend::Memory {
+            return None;
+        }
+        // The store runs its connections on Tokio: connect only inside a runtime.
+        tokio::runtime::Handle::try_current().ok()?;
+        let remote = self
+            .shared
+            .remote
+            .get_or_init(|| Remote::start(&self.shared.settings));
+        match remote {
+            Ok(remote) => Some(remote),
+            Err(error) => {
+                tracing::warn!(target: "stampede", %error, "no shared store: values stay in this process's memory");
+                None
+            }
+        }
+    }
+
+    /// The shared store's counters: `None` for the memory backend, or before the first
+    /// load connected it. `degraded_now` says loads skip the store (see the README's
+    /// degraded mode).
+    pub fn backend_stats(&self) -> Option<BackendStats> {
+        let remote = self.shared.remote.get()?.as_ref().ok()?;
+        let stats = remote.store().stats();
+        Some(BackendStats {
+            hits: stats.hits,
+            misses: stats.misses,
+            errors: stats.errors,
+            decode_failures: stats.decode_failures,
+            notices_sent: stats.notices_sent,
+            notices_received: stats.notices_received,
+            degraded_now: stats.breaker != BreakerState::Closed,
+            breaker_opened: stats.breaker_opened,
+            degraded: stats.degraded,
+            invalidations_queued: remote.queued() as u64,
+        })
     }
 
     /// The limit and queue timeout of the admission semaphore `name`, if defined.

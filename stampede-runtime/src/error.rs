@@ -70,6 +70,15 @@ pub enum Error {
         /// Where the first claimant is defined.
         first: Arc<str>,
     },
+    /// The shared store did not take an invalidation: it applied in this process at once
+    /// and waits in a queue, per key, to be replayed before this replica reads the
+    /// shared store again.
+    Backend {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// What failed, and what became of the request.
+        message: String,
+    },
     /// The runtime configuration read on first use (`STAMPEDE_CONFIG`, `STAMPEDE_*`) is
     /// invalid, so no load runs rather than one with settings nobody asked for.
     Config {
@@ -114,6 +123,9 @@ impl fmt::Display for Error {
                 f,
                 "cache `{cache}`: the name is already used by another cache of this runtime ({first}); give one of them its own `name`"
             ),
+            Error::Backend { cache, message } => {
+                write!(f, "cache `{cache}`: shared store: {message}")
+            }
             Error::Config { cache, error } => {
                 write!(f, "cache `{cache}`: invalid stampede configuration: {error}")
             }

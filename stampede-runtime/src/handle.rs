@@ -124,14 +124,15 @@ where
         cache
     }
 
-    /// Drops `key`'s value (see [`Cache::invalidate`]).
-    pub fn invalidate(&self, key: &K) {
-        self.cache().invalidate(key);
+    /// Drops `key`'s value here and, on a shared backend, in every replica (see
+    /// [`Cache::invalidate`]).
+    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
+        self.cache().invalidate(key).await
     }
 
-    /// Drops every value.
-    pub fn invalidate_all(&self) {
-        self.cache().invalidate_all();
+    /// Drops every value of this replica (see [`Cache::invalidate_all`]).
+    pub async fn invalidate_all(&self) -> Result<(), Error> {
+        self.cache().invalidate_all().await
     }
 
     /// A snapshot of the counters.

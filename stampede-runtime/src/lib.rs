@@ -49,5 +49,5 @@ pub use error::Error;
 pub use handle::{Handle, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
-pub use stats::Stats;
+pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

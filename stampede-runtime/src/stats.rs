@@ -53,6 +53,43 @@ pub struct Stats {
     /// Age (time since it was loaded) of the oldest value served in place of a fresh one:
     /// in the stale window, by the fail-safe, to a timed-out caller, or for a shed load.
     pub oldest_stale_served: Duration,
+    /// Loads answered by a value another replica had put in the shared store (no origin
+    /// call).
+    pub shared_hits: u64,
+    /// Shared-store reads that found nothing servable, so the origin was called.
+    pub shared_misses: u64,
+    /// Loads that could not reach the shared store (degraded: memory and in-process
+    /// coalescing only).
+    pub backend_errors: u64,
+}
+
+/// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
+/// over every cache of that runtime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackendStats {
+    /// Reads that found an envelope.
+    pub hits: u64,
+    /// Reads that found nothing.
+    pub misses: u64,
+    /// Calls that failed or timed out.
+    pub errors: u64,
+    /// Stored bytes that did not decode (corrupt, another version or type): read as misses.
+    pub decode_failures: u64,
+    /// Notices this replica sent (publishes, invalidations).
+    pub notices_sent: u64,
+    /// Notices received from any replica.
+    pub notices_received: u64,
+    /// The circuit breaker is open or probing: loads use memory and in-process coalescing
+    /// only.
+    pub degraded_now: bool,
+    /// How often the breaker opened.
+    pub breaker_opened: u64,
+    /// Total time spent degraded.
+    pub degraded: Duration,
+    /// Invalidations applied here but not yet taken by the store (replayed before this
+    /// replica reads it again).
+    pub invalidations_queued: u64,
 }
 
 /// A cache as its runtime sees it, whatever its key and value types: a name and counters.
@@ -76,6 +113,9 @@ pub(crate) struct Counters {
     pub(crate) shed: Counter,
     pub(crate) admission_wait: Timer,
     pub(crate) oldest_stale_served: Longest,
+    pub(crate) shared_hits: Counter,
+    pub(crate) shared_misses: Counter,
+    pub(crate) backend_errors: Counter,
 }
 
 impl Counters {
@@ -96,6 +136,9 @@ impl Counters {
             admission_wait_total: self.admission_wait.total.get(),
             admission_wait_max: self.admission_wait.longest.get(),
             oldest_stale_served: self.oldest_stale_served.get(),
+            shared_hits: self.shared_hits.get(),
+            shared_misses: self.shared_misses.get(),
+            backend_errors: self.backend_errors.get(),
         }
     }
 }

@@ -101,7 +101,7 @@ where
     V: Clone + Send + Sync + 'static,
     E: Clone + Send + Sync + From<stampede::Error> + 'static,
 {
-    stampede::Cache::builder(policy)
+    stampede::CacheBuilder::new(policy, E::from)
         .clock(stampede::Clock::tokio())
         .build()
 }

@@ -6,14 +6,60 @@ use serde::Deserialize;
 use stampede_settings as settings;
 use std::time::Duration;
 
-/// Where values are stored. Only the embedded memory store exists yet; the file's
-/// `"redis"` and `"tiered"` kinds are refused with a message saying so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Where values are stored. Each [`Runtime`](crate::Runtime) is one replica: it owns its
+/// connections and memory, so several runtimes in one process behave like several
+/// processes sharing one Redis.
+///
+/// Only caches whose key and value serde can write (not `local`) go to Redis; a `local`
+/// cache stays in memory under any backend.
+///
+/// ```
+/// use stampede_runtime::{Backend, Runtime};
+/// // Connecting is lazy: an unreachable Redis is not a start-up failure.
+/// let runtime = Runtime::builder()
+///     .backend(Backend::redis("redis://127.0.0.1:6379/"))
+///     .build()
+///     .unwrap();
+/// assert_eq!(runtime.backend(), Backend::redis("redis://127.0.0.1:6379/"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
     /// moka in this process, typed values, no serialization.
     #[default]
     Memory,
+    /// Values live in Redis only: every call reads Redis (callers of one key in this
+    /// process still share one read and one load).
+    Redis {
+        /// `redis://host:6379/0`, `rediss://…`.
+        url: String,
+    },
+    /// moka in front of Redis: hits are served from memory, misses read Redis before the
+    /// origin, and an invalidation reaches every node's memory.
+    Tiered {
+        /// `redis://host:6379/0`, `rediss://…`.
+        url: String,
+    },
+}
+
+impl Backend {
+    /// Values in Redis at `url`, no process memory.
+    pub fn redis(url: impl Into<String>) -> Self {
+        Backend::Redis { url: url.into() }
+    }
+
+    /// Memory in front of Redis at `url`.
+    pub fn tiered(url: impl Into<String>) -> Self {
+        Backend::Tiered { url: url.into() }
+    }
+
+    /// The Redis URL, for the shared backends.
+    pub(crate) fn url(&self) -> Option<&str> {
+        match self {
+            Backend::Memory => None,
+            Backend::Redis { url } | Backend::Tiered { url } => Some(url),
+        }
+    }
 }
 
 /// The file's `kind`.
@@ -43,7 +89,7 @@ macro_rules! backend_settings {
 
         /// The backend settings, defaults filled in.
         #[derive(Debug, Clone, PartialEq)]
-        // Read by the shared-store backend; today only `kind`, `url` and `nodes` decide.
+        // `nodes` and `connect_timeout` wait for Redis Cluster support.
         #[allow(dead_code)]
         pub(crate) struct BackendSettings {
             $($(#[doc = $doc])* pub(crate) $field: $ty,)*
@@ -109,21 +155,44 @@ fn filled(key: &str, text: &str) -> Result<(), String> {
 }
 
 impl BackendSettings {
-    /// While no shared store exists, the settings that need one are refused here, so
-    /// they are parsed and checked like any other but never silently ignored.
+    /// The backend these settings describe. A shared kind needs a `url`; Redis Cluster
+    /// `nodes` are parsed and checked but refused until the cluster store exists, never
+    /// silently ignored.
     pub(crate) fn available(&self) -> Result<Backend, (&'static str, String)> {
-        let unavailable = |key, what: &str| {
-            Err((
-                key,
-                format!("{what} arrives with the shared-store backend; it is not available in this version (only the \"memory\" kind is)"),
+        if !self.nodes.is_empty() {
+            return Err((
+                "nodes",
+                "Redis Cluster `nodes` are not available in this version; give one `url`".into(),
+            ));
+        }
+        let url = || {
+            // Blamed on `kind`, the key that asked for a URL.
+            self.url.clone().ok_or((
+                "kind",
+                format!(
+                    "backend kind `{}` needs a `url` such as \"redis://127.0.0.1:6379\"",
+                    self.kind.as_str()
+                ),
             ))
         };
         match self.kind {
-            Kind::Redis => unavailable("kind", "backend kind `redis`"),
-            Kind::Tiered => unavailable("kind", "backend kind `tiered`"),
-            Kind::Memory if self.url.is_some() => unavailable("url", "a Redis `url`"),
-            Kind::Memory if !self.nodes.is_empty() => unavailable("nodes", "Redis Cluster `nodes`"),
+            Kind::Memory if self.url.is_some() => Err((
+                "url",
+                "a Redis `url` with the \"memory\" kind would be ignored; set `kind = \"redis\"` or `\"tiered\"`".into(),
+            )),
             Kind::Memory => Ok(Backend::Memory),
+            Kind::Redis => Ok(Backend::Redis { url: url()? }),
+            Kind::Tiered => Ok(Backend::Tiered { url: url()? }),
+        }
+    }
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Redis => "redis",
+            Kind::Tiered => "tiered",
         }
     }
 }

@@ -327,12 +327,12 @@ mod tests {
             (
                 "STAMPEDE_BACKEND",
                 "redis",
-                "arrives with the shared-store backend",
+                "backend kind `redis` needs a `url`",
             ),
             (
                 "STAMPEDE_REDIS_URL",
                 "redis://127.0.0.1",
-                "arrives with the shared-store backend",
+                "with the \"memory\" kind would be ignored",
             ),
         ];
         for (key, value, expected) in cases {

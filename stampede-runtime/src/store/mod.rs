@@ -39,5 +39,6 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 #[allow(dead_code)]
 pub(crate) mod shared;
+pub(crate) mod tiered;
 #[allow(dead_code)]
 pub(crate) mod wire;

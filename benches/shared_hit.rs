@@ -1,0 +1,133 @@
+//! What a hit costs on the shared backends, each against its baseline in one run:
+//! - the redis backend (every call reads Redis: one script call and a decode) against a
+//!   raw `GET` of the same bytes on the same kind of connection (a `ConnectionManager`);
+//! - a tiered hit (served from memory) against a hit of the memory backend.
+//!
+//! Starts its own `redis-server` on a free loopback port; without one it says so and
+//! measures nothing.
+//!
+//! `cargo bench --bench shared_hit`
+use criterion::{criterion_group, criterion_main, Criterion};
+use redis::aio::ConnectionManager;
+use stampede::{Backend, Cache, Policy, Runtime};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use testkit::RedisServer;
+
+const KEY: u64 = 42;
+
+fn value() -> String {
+    "x".repeat(200)
+}
+
+fn cache(runtime: &Runtime, name: &str) -> Cache<u64, String> {
+    let policy = Policy::builder(name)
+        .fresh(Duration::from_secs(3600))
+        .build()
+        .expect("a valid policy");
+    Cache::builder(policy).runtime(runtime).build()
+}
+
+fn replica(backend: Backend) -> Runtime {
+    Runtime::builder()
+        .backend(backend)
+        .build()
+        .expect("a valid runtime")
+}
+
+/// Times `iters` sequential calls of `call` inside `runtime`.
+fn timed<F, Fut>(runtime: &tokio::runtime::Runtime, iters: u64, call: F) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future,
+{
+    runtime.block_on(async {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(call().await);
+        }
+        start.elapsed()
+    })
+}
+
+fn shared_hit(c: &mut Criterion) {
+    let Some(redis) = RedisServer::start() else {
+        eprintln!("shared_hit: no redis-server on PATH; nothing measured");
+        return;
+    };
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    // The direct URL: no test proxy between the bench and the server.
+    let url = redis.direct_url();
+    let redis_cache = cache(&replica(Backend::redis(url.clone())), "bench-redis");
+    let tiered_cache = cache(&replica(Backend::tiered(url.clone())), "bench-tiered");
+    let memory_cache = cache(&replica(Backend::Memory), "bench-memory");
+    for cache in [&redis_cache, &tiered_cache, &memory_cache] {
+        let filled = tokio.block_on(cache.load(KEY, || async { Ok(value()) }));
+        assert_eq!(filled.as_deref(), Ok(value().as_str()));
+    }
+    let value_key = redis
+        .cli(&["--scan", "--pattern", "stampede:*bench-redis*"])
+        .lines()
+        .find(|key| key.ends_with('}'))
+        .expect("the redis backend stored the value")
+        .to_owned();
+    let mut raw: ConnectionManager = tokio.block_on(async {
+        let client = redis::Client::open(url.as_str()).expect("a valid URL");
+        ConnectionManager::new(client).await.expect("connected")
+    });
+
+    let mut group = c.benchmark_group("shared_hit");
+    group.bench_function("raw redis GET, same bytes", |b| {
+        b.iter_custom(|iters| {
+            timed(&tokio, iters, || {
+                let mut raw = raw.clone();
+                let key = value_key.clone();
+                async move {
+                    let bytes: Option<Vec<u8>> = redis::cmd("GET")
+                        .arg(&key)
+                        .query_async(&mut raw)
+                        .await
+                        .expect("GET answers");
+                    bytes
+                }
+            })
+        })
+    });
+    group.bench_function("stampede redis backend hit", |b| {
+        b.iter_custom(|iters| {
+            timed(&tokio, iters, || {
+                redis_cache.load(KEY, || async { unreachable!("a shared hit") })
+            })
+        })
+    });
+    group.bench_function("stampede memory hit", |b| {
+        b.iter_custom(|iters| {
+            timed(&tokio, iters, || {
+                memory_cache.load(KEY, || async { unreachable!("a fresh hit") })
+            })
+        })
+    });
+    group.bench_function("stampede tiered hit", |b| {
+        b.iter_custom(|iters| {
+            timed(&tokio, iters, || {
+                tiered_cache.load(KEY, || async { unreachable!("a fresh hit") })
+            })
+        })
+    });
+    group.finish();
+    // Touch the connection so it outlives the group (and the server outlives both).
+    drop(tokio.block_on(async { redis::cmd("PING").query_async::<String>(&mut raw).await }));
+    drop(redis);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = shared_hit
+}
+criterion_main!(benches);

@@ -1,0 +1,171 @@
+//! The hit path and the dispatch on what the lookup found: fresh (maybe an XFetch
+//! refresh), stale (one refresh, the stale value now), or nothing servable (a miss, in
+//! the leader mode the caller chose).
+use super::*;
+
+impl<K, V, E> Cache<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
+    ///
+    /// **Detached mode**: the origin runs as its own Tokio task. A caller that times out or
+    /// is dropped never cancels work others wait for, and the result still fills the cache.
+    /// Stale-window and XFetch refreshes run in the background. A panicking origin gives
+    /// every waiter [`Error::OriginPanicked`]. Outside a Tokio runtime it behaves like
+    /// [`Cache::load_inline`].
+    pub async fn load<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        self.load_keyed(key, move |_| origin()).await
+    }
+
+    /// [`Cache::load`] with an origin that receives the key: callers that moved their
+    /// inputs into the key get them back from it, so a hit clones nothing.
+    pub async fn load_keyed<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let seen = match inner.store.get(&key) {
+            // The hit path: a lookup and a timestamp compare; the value moves out.
+            Some(current) => match current.state(now) {
+                State::Fresh => {
+                    inner.count_hit(&current, now);
+                    if inner.refresh_early(&current, now) {
+                        let origin = bind(origin, &key);
+                        Box::pin(self.refresh_detached(key, &current, origin, true)).await;
+                    }
+                    return Ok(current.value);
+                }
+                State::Stale => {
+                    inner.count_stale(&current, now);
+                    let origin = bind(origin, &key);
+                    Box::pin(self.refresh_detached(key, &current, origin, false)).await;
+                    return Ok(current.value);
+                }
+                State::Expired => Some(current.generation),
+            },
+            None => None,
+        };
+        let origin = bind(origin, &key);
+        if !inner.policy.enabled() {
+            // Nothing is ever stored, so every call of a disabled cache arrives here.
+            return Box::pin(inner.call_direct(origin)).await;
+        }
+        inner.counters.misses.bump();
+        // Boxed: the miss path's state stays off the stack of every hit.
+        Box::pin(inner.within_deadline(&key, self.miss_detached(key.clone(), seen, origin))).await
+    }
+
+    /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
+    ///
+    /// **Inline mode with takeover**, for origins that borrow: the leading caller runs the
+    /// origin in its own task. If that caller is dropped (say, by its deadline) or panics,
+    /// one waiter takes over and calls the origin. A stale-window or XFetch refresh runs in
+    /// the caller that triggers it, while every other caller keeps getting the current
+    /// value.
+    pub async fn load_inline<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        self.load_inline_keyed(key, move |_| origin()).await
+    }
+
+    /// [`Cache::load_inline`] with an origin that receives the key.
+    pub async fn load_inline_keyed<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let seen = match inner.store.get(&key) {
+            Some(current) => match current.state(now) {
+                State::Fresh => {
+                    inner.count_hit(&current, now);
+                    if !inner.refresh_early(&current, now) {
+                        return Ok(current.value);
+                    }
+                    let origin = bind(origin, &key);
+                    return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
+                }
+                State::Stale => {
+                    inner.count_stale(&current, now);
+                    let origin = bind(origin, &key);
+                    return Box::pin(self.refresh_inline(key, &current, origin, false)).await;
+                }
+                State::Expired => Some(current.generation),
+            },
+            None => None,
+        };
+        let origin = bind(origin, &key);
+        if !inner.policy.enabled() {
+            return Box::pin(inner.call_direct(origin)).await;
+        }
+        inner.counters.misses.bump();
+        Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
+    }
+}
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    pub(super) fn count_hit(&self, envelope: &Envelope<V>, now: Instant) {
+        if envelope.rearmed {
+            self.count_stale(envelope, now);
+        } else {
+            self.counters.fresh_hits.bump();
+        }
+    }
+
+    /// Off the fresh-hit path: a value served in place of a fresh one, and how old it was.
+    #[cold]
+    pub(super) fn count_stale(&self, envelope: &Envelope<V>, now: Instant) {
+        self.counters.stale_hits.bump();
+        self.counters.oldest_stale_served.record(envelope.age(now));
+    }
+
+    /// Caching is off for this function: the origin, directly, every time.
+    pub(super) async fn call_direct<F, Fut>(&self, origin: F) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        self.counters.origin_calls.bump();
+        origin().await
+    }
+
+    pub(super) fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
+        match self.policy.xfetch_beta() {
+            // A fallback served by the fail-safe waits for its throttle, not for XFetch.
+            Some(beta) if !envelope.rearmed => xfetch::should_refresh_early(
+                envelope.fresh_until.saturating_duration_since(now),
+                envelope.delta,
+                beta,
+                xfetch::draw_u(),
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// An origin that receives the key, as one that does not: the key is cloned here, on a
+/// miss or refresh, never on a hit.
+pub(super) fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut
+where
+    F: FnOnce(&K) -> Fut,
+{
+    let key = key.clone();
+    move || origin(&key)
+}

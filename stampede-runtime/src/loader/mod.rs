@@ -1,0 +1,405 @@
+//! The path of one call, and the only module that knows the order of its steps:
+//!
+//! ```text
+//! lookup -> Fresh -> (XFetch says refresh early? start one refresh) -> value
+//!        -> Stale -> start one refresh -> stale value
+//!        -> Expired or absent -> join the key's flight, within the caller's deadline
+//!              waiter -> the leader's outcome (or take over if the leader was dropped)
+//!              leader -> re-check memory -> the shared store (redis, tiered backends)
+//!                        -> fresh there? take it, wake waiters
+//!                        -> admission permit -> origin
+//!                        -> publish (the shared store under the read's fence, then
+//!                           memory, then wake waiters)
+//!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
+//! ```
+//!
+//! Two leader modes (DESIGN.md decision 1): [`Cache::load`] runs the origin as its own task,
+//! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
+//! the leading caller's task, for origins that borrow, and a waiter takes over when that
+//! caller goes away.
+//!
+//! Here: the public [`Cache`] API. [`lookup`]: the hit path and the dispatch on what memory
+//! holds. [`modes`]: flights and the two leader modes. [`pipeline`]: the leader's steps, in
+//! order. [`shared`]: each step's part on the shared store.
+mod lookup;
+mod modes;
+mod pipeline;
+mod shared;
+
+use crate::admission::Gate;
+use crate::clock::{Clock, Instant};
+use crate::config::{Backend, Runtime};
+use crate::deadline;
+use crate::envelope::{Envelope, State};
+use crate::error::Error;
+use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::policy::Policy;
+use crate::stats::{Counters, Observed, Stats};
+use crate::store::memory::MemoryStore;
+use crate::store::shared::StoreEvent;
+use crate::store::tiered::{Codec, Found, Tier};
+use crate::xfetch;
+use futures_util::future::Either;
+use futures_util::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, OwnedSemaphorePermit};
+use tracing::Instrument;
+
+/// A cache whose misses load through a caller-supplied origin, once per key at a time.
+///
+/// `E` is the error type of fallible origins; framework failures reach callers as
+/// `E::from(stampede::Error)` (see [`Cache::with_error_map`] where `From` cannot be written).
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::{Cache, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let policy = Policy::builder("square").fresh(Duration::from_secs(60)).build().unwrap();
+/// let cache: Cache<u64, u64> = Cache::new(policy);
+/// let value = cache.load(12, || async { Ok(12 * 12) }).await.unwrap();
+/// assert_eq!(value, 144);
+/// // Served from memory; the origin is not called again.
+/// let again = cache.load(12, || async { unreachable!() }).await.unwrap();
+/// assert_eq!((again, cache.stats().origin_calls), (144, 1));
+/// # }
+/// ```
+pub struct Cache<K, V, E = Error> {
+    inner: Arc<Inner<K, V, E>>,
+}
+
+/// Builds a [`Cache`] with settings beyond its [`Policy`].
+#[must_use]
+pub struct CacheBuilder<K, V, E> {
+    policy: Policy,
+    /// Unset: the runtime's clock.
+    clock: Option<Clock>,
+    map_error: fn(Error) -> E,
+    runtime: Option<Runtime>,
+    /// The callers cannot receive an error (functions returning a plain value).
+    infallible: bool,
+    /// Why this cache may serve no load whatever its runtime says.
+    refusal: Option<Error>,
+    /// How keys and values are written to a shared store; without one the cache stays in
+    /// memory under any backend.
+    codec: Option<Codec<K, V>>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V, E> CacheBuilder<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Framework failures reach callers as `map_error(stampede::Error)`. The cache stays
+    /// in memory whatever the runtime's backend, unless [`shared`](Self::shared) lets it
+    /// go to the shared store ([`Cache::builder`] does).
+    pub fn new(policy: Policy, map_error: fn(Error) -> E) -> Self {
+        CacheBuilder {
+            policy,
+            clock: None,
+            map_error,
+            runtime: None,
+            infallible: false,
+            refusal: None,
+            codec: None,
+            types: PhantomData,
+        }
+    }
+
+    /// Lets the cache keep its values where its runtime's backend says (Redis, or memory
+    /// in front of Redis): serde writes the key into the entry's name and the value into
+    /// its envelope. Caches of the same `name`, `version` and key type address the same
+    /// entries, in code or through `#[cached]`.
+    pub fn shared(mut self) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        self.codec = Some(Codec::new());
+        self
+    }
+
+    /// Keeps the cache in this process's memory whatever the runtime's backend (what
+    /// `local` does on the attribute).
+    pub fn local(mut self) -> Self {
+        self.codec = None;
+        self
+    }
+
+    /// Where the cache reads the time (default: its runtime's, see
+    /// [`RuntimeBuilder::clock`](crate::RuntimeBuilder::clock)).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The runtime whose admission semaphores and per-function overrides the cache uses
+    /// (default: the process's, see [`Runtime::global`]).
+    pub fn runtime(mut self, runtime: &Runtime) -> Self {
+        self.runtime = Some(runtime.clone());
+        self
+    }
+
+    /// For callers that cannot receive an error: configuration that would answer them
+    /// with one (a deadline, an admission limit or a fail-safe override, a broken file)
+    /// is left out with a warning, and the function keeps working with its compiled
+    /// settings.
+    pub(crate) fn infallible(mut self) -> Self {
+        self.infallible = true;
+        self
+    }
+
+    /// Every load fails with `error` (a name another cache already has), as with a
+    /// broken configuration.
+    pub(crate) fn refuse(mut self, error: Option<Error>) -> Self {
+        self.refusal = error;
+        self
+    }
+
+    /// The cache, with its runtime's overrides for the policy's name applied. A runtime
+    /// that cannot serve it (an admission name it does not define; an invalid environment
+    /// on first use) does not fail here: every load fails with that error instead.
+    pub fn build(self) -> Cache<K, V, E> {
+        let runtime = self.runtime.map_or_else(Runtime::global, Ok);
+        let compiled = self.policy.clone();
+        let clock = match (self.clock, &runtime) {
+            (Some(clock), _) => clock,
+            (None, Ok(runtime)) => runtime.clock().clone(),
+            (None, Err(_)) => Clock::default(),
+        };
+        let (policy, gate) = match &runtime {
+            Ok(runtime) => runtime.bind(self.policy),
+            Err(error) => {
+                let cache = self.policy.name().clone();
+                let error = error.clone();
+                (self.policy, Gate::Closed(Error::Config { cache, error }))
+            }
+        };
+        let gate = self.refusal.map_or(gate, Gate::Closed);
+        let (policy, gate) = match (self.infallible, gate) {
+            (false, gate) => (policy, gate),
+            (true, Gate::Closed(error)) => {
+                tracing::warn!(target: "stampede", %error, "configuration ignored: this function cannot fail");
+                (compiled, Gate::Open)
+            }
+            (true, _) if policy.has_error_path() => {
+                tracing::warn!(
+                    target: "stampede",
+                    cache = %policy.name(),
+                    "timeout, admission and stale_if_error overrides ignored: this function cannot fail"
+                );
+                (policy.without_error_path(), Gate::Open)
+            }
+            (true, gate) => (policy, gate),
+        };
+        let shared = match (&runtime, self.codec) {
+            (Ok(runtime), Some(codec)) => {
+                let keeps_memory = match runtime.backend() {
+                    Backend::Memory => None,
+                    Backend::Redis { .. } => Some(false),
+                    Backend::Tiered { .. } => Some(true),
+                };
+                keeps_memory.map(|keeps_memory| SharedSide {
+                    runtime: runtime.clone(),
+                    codec,
+                    keeps_memory,
+                    tier: OnceLock::new(),
+                })
+            }
+            _ => None,
+        };
+        let inner = Arc::new_cyclic(|me| Inner {
+            store: MemoryStore::new(&policy),
+            policy,
+            gate,
+            clock,
+            flights: Arc::new(Flights::new()),
+            counters: Counters::default(),
+            generation: AtomicU64::new(0),
+            map_error: self.map_error,
+            shared,
+            me: me.clone(),
+        });
+        if let Ok(runtime) = runtime {
+            let observed: Weak<dyn Observed> = Arc::downgrade(&inner) as Weak<_>;
+            runtime.register(observed);
+        }
+        Cache { inner }
+    }
+}
+
+struct Inner<K, V, E> {
+    policy: Policy,
+    gate: Gate,
+    clock: Clock,
+    store: MemoryStore<K, V>,
+    flights: Arc<Flights<K, Result<V, E>>>,
+    counters: Counters,
+    generation: AtomicU64,
+    map_error: fn(Error) -> E,
+    /// The shared store, for a cache that may go there on a runtime that has one.
+    shared: Option<SharedSide<K, V>>,
+    /// Itself, for the notice listener it starts.
+    me: Weak<Inner<K, V, E>>,
+}
+
+/// A cache's way to the shared store, connected on its first load.
+struct SharedSide<K, V> {
+    runtime: Runtime,
+    codec: Codec<K, V>,
+    /// Tiered: memory keeps copies of shared values.
+    keeps_memory: bool,
+    tier: OnceLock<Option<Arc<Tier<K, V>>>>,
+}
+
+impl<K, V, E> Clone for Cache<K, V, E> {
+    fn clone(&self) -> Self {
+        Cache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K, V, E> fmt::Debug for Cache<K, V, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("name", self.inner.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, E> Cache<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// A cache whose callers receive framework failures as `E::from(stampede::Error)`,
+    /// on the process's runtime and its backend.
+    pub fn new(policy: Policy) -> Self
+    where
+        E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        Self::builder(policy).build()
+    }
+
+    /// A cache whose callers receive framework failures as `map_error(stampede::Error)`.
+    pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        CacheBuilder::new(policy, map_error).shared().build()
+    }
+
+    /// A builder for settings beyond the policy (the runtime, the clock). The cache goes
+    /// where its runtime's backend says; [`CacheBuilder::local`] keeps it in memory, and
+    /// [`CacheBuilder::new`] builds caches of types serde cannot write.
+    pub fn builder(policy: Policy) -> CacheBuilder<K, V, E>
+    where
+        E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        CacheBuilder::new(policy, E::from).shared()
+    }
+
+    /// The policy this cache was built with.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The limit of the admission semaphore this cache's loads go through, if any.
+    pub(crate) fn admission_limit(&self) -> Option<usize> {
+        self.inner.gate.limit()
+    }
+
+    /// The value cached for `key` if it may still be served (fresh or stale), without
+    /// loading or counting.
+    pub fn peek(&self, key: &K) -> Option<V> {
+        let envelope = self.inner.store.get(key)?;
+        (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
+    }
+
+    /// Drops `key`'s value, in this process at once and, on a shared backend, in every
+    /// replica: the key's fence in Redis is raised and tiered nodes drop their copies. A
+    /// load of `key` already running, here or on another replica, still answers its
+    /// waiters but does not store its result, which was computed before the invalidation;
+    /// the next call loads anew.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it: it applied here and is
+    /// queued, and replayed before this replica reads the shared store again.
+    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
+        // Fence first: a load that stores before the fence moves is removed just after.
+        self.inner.flights.invalidate(key);
+        self.inner.store.invalidate(key);
+        self.inner.invalidate_shared(key).await
+    }
+
+    /// Drops every value in this process, with the same rule for running loads as
+    /// [`Cache::invalidate`]. On a shared backend, entries in Redis stay until they
+    /// expire or are invalidated by key, which the returned [`Error::Backend`] says.
+    pub async fn invalidate_all(&self) -> Result<(), Error> {
+        self.inner.flights.invalidate_all();
+        self.inner.store.invalidate_all();
+        match &self.inner.shared {
+            None => Ok(()),
+            Some(_) => Err(Error::Backend {
+                cache: self.inner.policy.name().clone(),
+                message: "invalidate_all drops this replica's values only; shared entries stay until they expire or are invalidated by key".into(),
+            }),
+        }
+    }
+}
+
+type SharedLeader<K, V, E> = Leader<K, Result<V, E>>;
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn fail(&self, error: Error) -> E {
+        (self.map_error)(error)
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+impl<K, V, E> Observed for Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &Arc<str> {
+        self.policy.name()
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot(self.flights.len())
+    }
+}

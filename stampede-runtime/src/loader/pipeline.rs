@@ -1,0 +1,284 @@
+//! The leader's pipeline, the one place that knows the order of its steps:
+//!
+//! ```text
+//! the shared store (redis, tiered) -> fresh there? answer with it
+//! -> admission permit -> origin -> the shared store, under the read's fence
+//! -> memory -> wake the waiters
+//! ```
+use super::modes::{within_leader, Called};
+use super::*;
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// The leader's part of a load, in one tracing span: an admission permit, the origin,
+    /// publishing. Shared by both leader modes, so both queue and shed alike.
+    pub(super) async fn lead<F, Fut>(
+        &self,
+        key: K,
+        leader: SharedLeader<K, V, E>,
+        origin: F,
+    ) -> Result<V, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Called<V, E>>,
+    {
+        let span = tracing::debug_span!(
+            target: "stampede",
+            "origin_load",
+            cache = %self.policy.name(),
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let load = async {
+            let asked = self.clock.precise();
+            let mut found = self.find_shared(&key).await;
+            let now = self.clock.now();
+            let fresh = (found.as_mut()).and_then(|found| {
+                found
+                    .envelope
+                    .take_if(|stored| stored.state(now) == State::Fresh)
+            });
+            if let Some(stored) = fresh {
+                // Another replica loaded it: no origin call.
+                let value = Ok(stored.value.clone());
+                let copy = self.memory_copy(&key, found.as_ref(), stored);
+                let span = tracing::Span::current();
+                span.record("outcome", "shared");
+                return self.settle(leader, value, copy);
+            }
+            let (shared, outcome) = match self.admit().await {
+                Ok(permit) => {
+                    self.counters.origin_calls.bump();
+                    let started = self.clock.precise();
+                    let called = {
+                        let _panics = CountPanic(&self.counters.refresh_errors);
+                        within_leader(leader.flight_id(), origin()).await
+                    };
+                    drop(permit);
+                    let delta = self.clock.precise().saturating_duration_since(started);
+                    let (result, panicked) = match called {
+                        Called::Returned(result) => (result, false),
+                        Called::Panicked => (
+                            Err(self.fail(Error::OriginPanicked {
+                                cache: self.policy.name().clone(),
+                            })),
+                            true,
+                        ),
+                    };
+                    let (shared, outcome) = self
+                        .publish(key, leader, result, delta.as_secs_f64(), found)
+                        .await;
+                    (shared, if panicked { "panicked" } else { outcome })
+                }
+                Err(refusal) => self.refuse(key, leader, refusal),
+            };
+            let span = tracing::Span::current();
+            span.record("outcome", outcome);
+            let elapsed = self.clock.precise().saturating_duration_since(asked);
+            span.record("duration_ms", elapsed.as_secs_f64() * 1e3);
+            shared
+        };
+        load.instrument(span).await
+    }
+
+    /// A permit of the cache's admission semaphore (none needed without one), or the error
+    /// that stops this load: `Overloaded` past the queue timeout, or a closed gate's.
+    pub(super) async fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, Error> {
+        let admission = match &self.gate {
+            Gate::Open => return Ok(None),
+            Gate::Closed(error) => return Err(error.clone()),
+            Gate::Limited(admission) => admission,
+        };
+        let asked = self.clock.precise();
+        let permit = admission.enter().await;
+        let waited = self.clock.precise().saturating_duration_since(asked);
+        self.counters.admission_wait.record(waited);
+        match permit {
+            Some(permit) => {
+                self.counters.admitted.bump();
+                Ok(Some(permit))
+            }
+            None => Err(Error::Overloaded {
+                cache: self.policy.name().clone(),
+                admission: admission.name().clone(),
+                waited,
+            }),
+        }
+    }
+
+    /// Answers a load that may not call the origin, and settles its flight with that
+    /// answer so every waiter gets it too. A shed load is answered by the value it would
+    /// have replaced when the policy lets that be served: as is inside its fresh or stale
+    /// window, re-armed like a failed load's fallback under `stale_if_error`. Otherwise,
+    /// and for a broken configuration, the error.
+    pub(super) fn refuse(
+        &self,
+        key: K,
+        leader: SharedLeader<K, V, E>,
+        refusal: Error,
+    ) -> (Result<V, E>, &'static str) {
+        let now = self.clock.now();
+        let shed = matches!(refusal, Error::Overloaded { .. });
+        let stand_in = if shed {
+            self.counters.shed.bump();
+            // keep_until is stale_until, or later only under stale_if_error.
+            self.store.get(&key).filter(|last| now < last.keep_until)
+        } else {
+            None
+        };
+        let Some(last) = stand_in else {
+            let outcome = if shed { "shed" } else { "refused" };
+            return (self.settle(leader, Err(self.fail(refusal)), None), outcome);
+        };
+        let rearmed = match last.state(now) {
+            State::Fresh => None,
+            State::Stale => {
+                self.counters.oldest_stale_served.record(last.age(now));
+                None
+            }
+            State::Expired => Some(self.fall_back(&last, now, self.next_generation())),
+        };
+        let value = Ok(last.value);
+        (self.settle(leader, value, rearmed), "shed_stale")
+    }
+
+    /// The last value standing in for a load that could not give a new one (the origin
+    /// failed, or the load was shed), re-armed for one throttle so the origin is retried
+    /// once per throttle, not on every request.
+    pub(super) fn fall_back(
+        &self,
+        last: &Envelope<V>,
+        now: Instant,
+        generation: u64,
+    ) -> Envelope<V> {
+        self.counters.fallbacks.bump();
+        self.counters.oldest_stale_served.record(last.age(now));
+        let mut rearmed = last.rearm(now, self.policy.fail_safe_throttle());
+        rearmed.generation = generation;
+        rearmed
+    }
+
+    /// Stores a success (in the shared store under the fence its read returned, then in
+    /// memory), or re-arms the last value when the fail-safe allows, then hands the
+    /// outcome to the flight's waiters. Errors are never stored.
+    pub(super) async fn publish(
+        &self,
+        key: K,
+        leader: SharedLeader<K, V, E>,
+        result: Result<V, E>,
+        delta: f64,
+        mut found: Option<Found<V>>,
+    ) -> (Result<V, E>, &'static str) {
+        let now = self.clock.now();
+        let generation = self.next_generation();
+        let (shared, envelope, outcome) = match result {
+            // Answered, but neither memory nor the shared store keeps it (`cache_if`).
+            Ok(value) if !self.policy.caches(&value) => (Ok(value), None, "not cached"),
+            Ok(value) => {
+                let envelope = Envelope::fill(
+                    value.clone(),
+                    now,
+                    &self.policy,
+                    delta,
+                    generation,
+                    fastrand::f64(),
+                );
+                (Ok(value), Some(envelope), "loaded")
+            }
+            Err(error) => {
+                self.counters.refresh_errors.bump();
+                let last = (self.fallback(&key, now))
+                    .or_else(|| self.shared_fallback(found.as_mut(), now));
+                match last {
+                    Some(last) => {
+                        let rearmed = self.fall_back(&last, now, generation);
+                        (Ok(last.value), Some(rearmed), "fallback")
+                    }
+                    None => (Err(error), None, "failed"),
+                }
+            }
+        };
+        let envelope = match envelope {
+            Some(envelope) => self.write_shared(&key, found.as_ref(), envelope, now).await,
+            None => None,
+        };
+        (self.settle(leader, shared, envelope), outcome)
+    }
+
+    /// Stores `envelope` (unless an invalidation fenced the load out meanwhile) and hands
+    /// `shared` to the flight's waiters.
+    pub(super) fn settle(
+        &self,
+        leader: SharedLeader<K, V, E>,
+        shared: Result<V, E>,
+        envelope: Option<Envelope<V>>,
+    ) -> Result<V, E> {
+        let store = |key| {
+            if let Some(envelope) = envelope {
+                self.store.insert(key, envelope);
+            }
+        };
+        leader.settle(shared.clone(), store);
+        shared
+    }
+
+    /// The last value, when `stale_if_error` lets it stand in for a failing origin.
+    pub(super) fn fallback(&self, key: &K, now: Instant) -> Option<Envelope<V>> {
+        self.policy.stale_if_error()?;
+        self.store.get(key).filter(|last| now < last.keep_until)
+    }
+
+    /// Bounds a miss by the policy's deadline. A caller whose deadline passes gets the
+    /// fail-safe value if there is one, else [`Error::Timeout`]; in detached mode the load
+    /// goes on without it.
+    pub(super) fn within_deadline<'a, M>(
+        &'a self,
+        key: &'a K,
+        miss: M,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        M: Future<Output = Result<V, E>> + 'a,
+    {
+        // Combinators, not an `async fn`: an async fn would hold `miss` twice (as its
+        // argument and inside the timeout), doubling what every waiting caller carries.
+        match self.policy.timeout() {
+            Some(limit) => Either::Right(
+                deadline::within(limit, miss)
+                    .map(move |answer| answer.unwrap_or_else(|| self.past_deadline(key, limit))),
+            ),
+            None => Either::Left(miss),
+        }
+    }
+
+    /// A caller's deadline passed: the fail-safe value if there is one, else a timeout.
+    pub(super) fn past_deadline(&self, key: &K, limit: Duration) -> Result<V, E> {
+        self.counters.timeouts.bump();
+        let now = self.clock.now();
+        match self.fallback(key, now) {
+            Some(last) => {
+                self.count_stale(&last, now);
+                Ok(last.value.clone())
+            }
+            None => Err(self.fail(Error::Timeout {
+                cache: self.policy.name().clone(),
+                after: limit,
+            })),
+        }
+    }
+}
+
+/// Counts an origin that unwinds through an inline load as a refresh error (a detached
+/// load catches the panic and counts it where it publishes).
+struct CountPanic<'a>(&'a crate::stats::Counter);
+
+impl Drop for CountPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.bump();
+        }
+    }
+}
