@@ -27,10 +27,10 @@
 //! [`script`]):
 //! - `read`: the value, the server's `TIME`, the fence and, when asked, the lease;
 //! - `publish`: stores only under the current fence and a source version not older than
-//!   the key's mark, with PX = keep_until − server now, releases the owner's lease, then
-//!   announces it;
+//!   the key's mark or the stored value's, with PX = keep_until − server now, releases the
+//!   owner's lease, then announces it;
 //! - `invalidate`: raises the fence (and, with a source version, the mark), deletes the
-//!   value and the lease, announces it;
+//!   value and the lease, announces it; one that arrives late only raises the mark;
 //! - `release`: deletes the lease only if it still holds the owner's fence.
 //!
 //! # In a Redis Cluster

@@ -19,6 +19,11 @@ local version = version_or_nil(ARGV[4])
 if mark ~= nil and version ~= nil and version_above(mark, version) then
   return give_up('version')
 end
+-- Nor over a value read from a newer source (two lease-less loads share one fence).
+local head = header(get_string(KEYS[1]))
+if version ~= nil and head ~= nil and head.version ~= nil and version_above(head.version, version) then
+  return give_up('version')
+end
 local ttl = tonumber(ARGV[3]) - now
 if ttl <= 0 then return give_up('expired') end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
