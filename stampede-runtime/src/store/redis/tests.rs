@@ -244,9 +244,9 @@ async fn late_invalidations_change_nothing_and_old_sources_are_not_stored() {
         panic!()
     };
     assert_eq!(
-        store.invalidate_at(&key, 43).await,
+        store.invalidate_at(&key, 42).await,
         Ok(Invalidated::Late),
-        "at the mark"
+        "below the mark"
     );
     let read = store.read(&key, miss_lease()).await.unwrap();
     assert_eq!(read.envelope, None);
@@ -732,4 +732,22 @@ async fn a_late_invalidation_still_raises_the_source_version_mark() {
         Ok(Published::RefusedBySourceVersion)
     );
     assert_eq!(store.read(&key, None).await.unwrap().envelope, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_invalidation_at_the_mark_is_not_late() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("retried-invalidation");
+    let Ok(Invalidated::Fenced { fence: first }) = store.invalidate_at(&key, 7).await else {
+        panic!()
+    };
+    // The first attempt ran but its reply was lost: the caller sends it again.
+    let Ok(Invalidated::Fenced { fence: again }) = store.invalidate_at(&key, 7).await else {
+        panic!("an equal version is re-applied, not reported late")
+    };
+    assert!(again > first);
+    assert_eq!(store.invalidate_at(&key, 6).await, Ok(Invalidated::Late));
 }

@@ -7,7 +7,9 @@ local head = header(get_string(KEYS[1]))
 local version = version_or_nil(ARGV[4])
 if version ~= nil then
   local mark = version_or_nil(get_string(KEYS[4]))
-  if mark ~= nil and not version_above(version, mark) then return -1 end
+  -- Strictly below the mark: a retry whose first attempt ran finds the mark at its own
+  -- version, and applying that version again is harmless.
+  if mark ~= nil and version_above(mark, version) then return -1 end
   if head ~= nil and head.version ~= nil and not version_above(version, head.version) then
     -- Late for the stored value, yet the newest version this key has heard of: a load
     -- still in flight from an older source must not be stored after it.
