@@ -751,3 +751,27 @@ async fn a_retried_invalidation_at_the_mark_is_not_late() {
     assert!(again > first);
     assert_eq!(store.invalidate_at(&key, 6).await, Ok(Invalidated::Late));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_fence_from_before_a_lost_counter_is_refused() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("read-fence-lost-counter");
+    // A lease-less reader takes its fence while the key has no counter yet.
+    let before = store.read(&key, None).await.unwrap();
+    assert!(matches!(
+        store.invalidate(&key).await,
+        Ok(Invalidated::Fenced { .. })
+    ));
+    // The counter is lost (expiry, eviction, an operator's DEL).
+    redis.cli(&["DEL", &key.fence()]);
+    assert_eq!(
+        store
+            .publish(&key, publication(&before, before.fence, "old", None))
+            .await,
+        Ok(Published::RefusedByFence)
+    );
+    assert_eq!(store.read(&key, None).await.unwrap().envelope, None);
+}

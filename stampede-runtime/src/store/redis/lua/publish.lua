@@ -3,8 +3,9 @@
 -- Check first, write next, publish last: a script that fails halfway keeps its writes.
 local now = now_ms()
 local fence = tonumber(ARGV[1])
--- A newer lease or an invalidation since this load started: its value may be older.
-if (get_counter(KEYS[3]) or 0) ~= fence then return { 'fence', 0 } end
+-- A newer lease or an invalidation since this load started: its value may be older. A
+-- lost counter may have hidden either, so no counter refuses every fence.
+if get_counter(KEYS[3]) ~= fence then return { 'fence', 0 } end
 local owner = get_counter(KEYS[2]) == fence
 -- Gives the lease up without a value: its waiters may take it at once.
 local function give_up(outcome)
