@@ -31,16 +31,22 @@
 //! | the same, nested | `(a,b)`, `(tenant=acme,id=42)` | `acme:(1,2)` |
 //! | sequence | `[a,b]` | `[1,2,3]` |
 //! | map | `[k=v,…]`, entries sorted by encoded key (so `HashMap` order does not matter) | `[a=1,b=2]` |
-//! | enum variant | `Name`, `Name(x)`, `Name(a,b)`, `Name(f=a)` | `Admin`, `User(42)` |
+//! | enum variant | `!Name`, `Name(x)`, `Name(a,b)`, `Name(f=a)` | `!Admin`, `User(42)` |
 //!
 //! Escaping writes `%` and two uppercase hex digits for every byte of a string outside
-//! printable ASCII and for every structural character: `% : { } ( ) [ ] , = ~ + ' # `
+//! printable ASCII and for every structural character: `% : { } ( ) [ ] , = ~ + ' # !`
 //! and space. So an encoded string contains no structural character except its optional
 //! leading `'` marker, every compound's parts can be split at its top-level separators,
 //! and decoding is unambiguous: that is why distinct keys of one type never encode alike.
 //! Strings that would read as a number or a bool (`"42"`, `"1e5"`, `"true"`, `""`) get
 //! the `'` marker, so even a `#[serde(untagged)]` enum over `String` and `u64` keeps `"42"`
-//! apart from `42`.
+//! apart from `42`, and a unit variant's name carries the `!` mark, so `Role::Admin` and
+//! `"Admin"` under one `#[serde(untagged)]` enum stay apart too.
+//!
+//! The encoding can only tell apart what the key's `Serialize` tells apart: it must be
+//! injective. `#[serde(untagged)] enum K { A(u64), B(u64) }` makes the same serde calls
+//! for `A(1)` and `B(1)`, so they share one entry; so do `#[serde(skip)]` fields and
+//! hand-written impls that drop information. Such keys need a tag.
 use serde::ser::{self, Serialize};
 use std::fmt::{self, Write};
 
@@ -126,7 +132,7 @@ impl ser::Error for KeyError {
 }
 
 /// Characters with a meaning in the encoding; a string never contains them unescaped.
-const STRUCTURAL: &[u8] = b"%:{}()[],=~+'# ";
+const STRUCTURAL: &[u8] = b"%:{}()[],=~+'#! ";
 
 fn escape_into(out: &mut String, text: &str) {
     for &byte in text.as_bytes() {
@@ -320,6 +326,8 @@ impl<'a> ser::Serializer for &'a mut Encoder<'_> {
         _index: u32,
         variant: &'static str,
     ) -> Result<(), KeyError> {
+        // Marked: bare, `Admin` would read the same as the string "Admin".
+        self.out.push('!');
         escape_into(self.out, variant);
         Ok(())
     }

@@ -48,6 +48,25 @@ fn strings_that_read_as_numbers_are_marked() {
 }
 
 #[test]
+fn a_unit_variant_and_a_string_of_its_name_encode_apart() {
+    #[derive(Debug, PartialEq, Serialize)]
+    enum Role {
+        Admin,
+    }
+    #[derive(Debug, PartialEq, Serialize)]
+    #[serde(untagged)]
+    enum Principal {
+        Role(Role),
+        Name(String),
+    }
+    assert_injective(&[
+        Principal::Role(Role::Admin),
+        Principal::Name("Admin".into()),
+        Principal::Name("!Admin".into()),
+    ]);
+}
+
+#[test]
 fn compound_shapes_get_unambiguous_forms() {
     #[derive(Serialize)]
     struct Query {
@@ -74,7 +93,7 @@ fn compound_shapes_get_unambiguous_forms() {
         })),
         "tenant=acme:page=+2"
     );
-    assert_eq!(body(encode(&Role::Admin)), "Admin");
+    assert_eq!(body(encode(&Role::Admin)), "!Admin");
     assert_eq!(body(encode(&Role::User(7))), "User(7)");
     assert_eq!(body(encode(&Role::Pair(1, 2))), "Pair(1,2)");
     assert_eq!(body(encode(&Role::Named { id: 3 })), "Named(id=3)");

@@ -37,10 +37,32 @@ pub(crate) const DEFAULT_MAX_VALUE_BYTES: usize = 8 << 20;
 /// bincode's own allocation bound; the configured limit is checked against the bytes first.
 const BINCODE_LIMIT: usize = 1 << 30;
 
-fn bincode_config() -> Configuration<config::BigEndian, config::Varint, Limit<BINCODE_LIMIT>> {
-    config::standard()
-        .with_big_endian()
-        .with_limit::<BINCODE_LIMIT>()
+fn bincode_config<const LIMIT: usize>(
+) -> Configuration<config::BigEndian, config::Varint, Limit<LIMIT>> {
+    config::standard().with_big_endian().with_limit::<LIMIT>()
+}
+
+/// Decodes a value of `body.len()` bytes under the smallest bincode limit at or above it.
+///
+/// bincode allocates what a string's or a byte buffer's length prefix claims once the
+/// claim is within its limit, and fails for want of bytes only after. Through serde those
+/// claims are all it counts, and a value's claims add up to at most its own length, so
+/// the body's length is a limit no valid value exceeds. The limit is a type parameter,
+/// hence the steps: corrupt bytes allocate at most 16 times the body (64 KiB at least).
+fn decode_value<V: DeserializeOwned>(body: &[u8]) -> Result<(V, usize), WireError> {
+    const STEP: usize = 16;
+    const SMALL: usize = 64 << 10;
+    let decoded = match body.len() {
+        len if len <= SMALL => bincode::serde::decode_from_slice(body, bincode_config::<SMALL>()),
+        len if len <= SMALL * STEP => {
+            bincode::serde::decode_from_slice(body, bincode_config::<{ SMALL * STEP }>())
+        }
+        len if len <= SMALL * STEP * STEP => {
+            bincode::serde::decode_from_slice(body, bincode_config::<{ SMALL * STEP * STEP }>())
+        }
+        _ => bincode::serde::decode_from_slice(body, bincode_config::<BINCODE_LIMIT>()),
+    };
+    decoded.map_err(|e| WireError::Value(e.to_string()))
 }
 
 /// Everything about an entry except its value.
@@ -136,7 +158,7 @@ impl Wire {
         bytes.push(u8::from(header.source_version.is_some()));
         bytes.extend_from_slice(version_digits(header.source_version.unwrap_or(0)).as_bytes());
         debug_assert_eq!(bytes.len(), HEADER_LEN);
-        bincode::serde::encode_into_std_write(value, &mut bytes, bincode_config())
+        bincode::serde::encode_into_std_write(value, &mut bytes, bincode_config::<BINCODE_LIMIT>())
             .map_err(|e| WireError::Value(e.to_string()))?;
         let len = bytes.len() - HEADER_LEN;
         if len > self.max_value_bytes {
@@ -215,8 +237,7 @@ impl Wire {
                 limit: self.max_value_bytes,
             });
         }
-        let (value, read) = bincode::serde::decode_from_slice(body, bincode_config())
-            .map_err(|e| WireError::Value(e.to_string()))?;
+        let (value, read) = decode_value(body)?;
         if read != body.len() {
             return Err(WireError::TrailingBytes(body.len() - read));
         }

@@ -120,6 +120,32 @@ fn a_length_prefix_claiming_gigabytes_is_an_error_not_an_allocation() {
     assert!(wire.decode::<String>(&bytes).is_err());
 }
 
+#[test]
+fn a_length_prefix_longer_than_the_body_is_refused_before_allocating() {
+    let wire = Wire::default();
+    let mut bytes = wire.encode(&header(), &Vec::<u8>::new()).unwrap();
+    bytes.truncate(HEADER_LEN);
+    // Varint tag 252 + u32: 512 MiB claimed by a body of a few bytes. Refused by the
+    // limit, not by running out of bytes after allocating what was claimed.
+    bytes.push(252);
+    bytes.extend_from_slice(&(512u32 << 20).to_be_bytes());
+    // (A `Vec<u8>` is a serde sequence: serde caps what it reserves up front.)
+    let error = wire.decode::<String>(&bytes).unwrap_err();
+    let WireError::Value(reason) = error else {
+        panic!("{error:?}")
+    };
+    assert!(reason.contains("LimitExceeded"), "{reason}");
+}
+
+#[test]
+fn values_with_many_strings_up_to_the_maximum_still_decode() {
+    let wire = Wire::new(DEFAULT_MAX_VALUE_BYTES);
+    let value: Vec<String> = (0..100_000).map(|i| format!("{i:070}")).collect();
+    let bytes = wire.encode(&header(), &value).unwrap();
+    assert!(bytes.len() > 1 << 20, "spans more than one limit step");
+    assert_eq!(wire.decode::<Vec<String>>(&bytes).unwrap().1, value);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 

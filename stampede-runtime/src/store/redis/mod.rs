@@ -25,12 +25,13 @@
 //! Each operation is one Lua script (`lua/*.lua`, sharing `lua/prelude.lua`) sent with
 //! EVALSHA, and as EVAL after NOSCRIPT (a restart, failover or `SCRIPT FLUSH`; see
 //! [`script`]):
-//! - `read`: the value, the server's `TIME`, the fence and, when asked, the lease;
+//! - `read`: the value, the server's `TIME`, the fence (a missing counter is created, so
+//!   a later invalidation always raises it) and, when asked, the lease;
 //! - `publish`: stores only under the current fence and a source version not older than
-//!   the key's mark, with PX = keep_until − server now, releases the owner's lease, then
-//!   announces it;
+//!   the key's mark or the stored value's, with PX = keep_until − server now, releases the
+//!   owner's lease, then announces it;
 //! - `invalidate`: raises the fence (and, with a source version, the mark), deletes the
-//!   value and the lease, announces it;
+//!   value and the lease, announces it; one that arrives late only raises the mark;
 //! - `release`: deletes the lease only if it still holds the owner's fence.
 //!
 //! # In a Redis Cluster

@@ -67,12 +67,14 @@ impl NoticeHub {
 
     pub(crate) fn watch(&self, key: &str) -> oneshot::Receiver<Wake> {
         let (sender, receiver) = oneshot::channel();
+        // Checked under the waiters lock, which a drop holds while it flips the flag and
+        // takes the waiters: a waiter either sees the drop here or is woken by it.
+        let mut waiters = self.waiters();
         if !*self.subscribed.borrow() {
             // Nothing would wake it: the caller re-reads at once instead of waiting blind.
             let _ = sender.send(Wake::SubscriptionLost);
             return receiver;
         }
-        let mut waiters = self.waiters();
         let list = waiters.entry(key.to_owned()).or_default();
         // Waiters that gave up (deadline, cancel) are dropped here rather than kept forever.
         list.retain(|waiter| !waiter.is_closed());
@@ -147,8 +149,11 @@ impl NoticeHub {
             self.subscribed.send_replace(true);
             return;
         }
-        self.subscribed.send_replace(false);
-        let waiters = std::mem::take(&mut *self.waiters());
+        let waiters = {
+            let mut registered = self.waiters();
+            self.subscribed.send_replace(false);
+            std::mem::take(&mut *registered)
+        };
         for waiter in waiters.into_values().flatten() {
             let _ = waiter.send(Wake::SubscriptionLost);
         }
@@ -210,5 +215,40 @@ mod tests {
         assert_eq!(events.try_recv().unwrap(), StoreEvent::SubscriptionLost);
         hub.set_subscribed(true);
         assert_eq!(events.try_recv().unwrap(), StoreEvent::Subscribed);
+    }
+
+    #[test]
+    fn a_waiter_registering_while_the_subscription_drops_is_always_woken() {
+        // Races `watch` against the drop many times; a waiter that saw the subscription
+        // up but registered after the drop's wake-up went out would wait forever.
+        const ROUNDS: usize = 20_000;
+        let hub = NoticeHub::new("n1".into());
+        let start = std::sync::Barrier::new(2);
+        let mut stranded = 0;
+        for _ in 0..ROUNDS {
+            hub.set_subscribed(true);
+            let waiters = std::thread::scope(|scope| {
+                let watching = scope.spawn(|| {
+                    start.wait();
+                    let mut waiters = Vec::new();
+                    // Until a watch sees the drop: each one before may straddle it.
+                    loop {
+                        let mut waiter = hub.watch("k");
+                        if waiter.try_recv() == Ok(Wake::SubscriptionLost) {
+                            return waiters;
+                        }
+                        waiters.push(waiter);
+                    }
+                });
+                start.wait();
+                hub.set_subscribed(false);
+                watching.join().unwrap()
+            });
+            stranded += waiters
+                .into_iter()
+                .filter_map(|mut waiter| waiter.try_recv().err())
+                .count();
+        }
+        assert_eq!(stranded, 0, "waiters never woken in {ROUNDS} rounds");
     }
 }

@@ -244,9 +244,9 @@ async fn late_invalidations_change_nothing_and_old_sources_are_not_stored() {
         panic!()
     };
     assert_eq!(
-        store.invalidate_at(&key, 43).await,
+        store.invalidate_at(&key, 42).await,
         Ok(Invalidated::Late),
-        "at the mark"
+        "below the mark"
     );
     let read = store.read(&key, miss_lease()).await.unwrap();
     assert_eq!(read.envelope, None);
@@ -664,4 +664,114 @@ async fn the_heartbeat_closes_the_breaker_without_any_caller() {
     })
     .await;
     assert_eq!((store.stats().hits, store.stats().misses), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_older_than_the_stored_source_version_is_refused() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("older-than-stored");
+    // Two lease-less readers get the same fence; one reads the source at 9, one at 12.
+    let slow = store.read(&key, None).await.unwrap();
+    let fast = store.read(&key, None).await.unwrap();
+    assert_eq!(slow.fence, fast.fence);
+    assert_eq!(
+        store
+            .publish(&key, publication(&fast, fast.fence, "v12", Some(12)))
+            .await,
+        Ok(Published::Stored)
+    );
+    assert_eq!(
+        store
+            .publish(&key, publication(&slow, slow.fence, "v9", Some(9)))
+            .await,
+        Ok(Published::RefusedBySourceVersion)
+    );
+    assert_eq!(
+        value_of(&store.read(&key, None).await.unwrap()).as_deref(),
+        Some("v12")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_invalidation_still_raises_the_source_version_mark() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("late-raises-mark");
+    let read = store.read(&key, miss_lease()).await.unwrap();
+    let Lease::Granted { fence } = read.lease else {
+        panic!()
+    };
+    store
+        .publish(&key, publication(&read, fence, "v12", Some(12)))
+        .await
+        .unwrap();
+    for version in 10..=12 {
+        assert_eq!(
+            store.invalidate_at(&key, version).await,
+            Ok(Invalidated::Late)
+        );
+    }
+    // The value goes (an unversioned invalidation); version 12 stays the newest known.
+    assert!(matches!(
+        store.invalidate(&key).await,
+        Ok(Invalidated::Fenced { .. })
+    ));
+    let read = store.read(&key, miss_lease()).await.unwrap();
+    let Lease::Granted { fence } = read.lease else {
+        panic!()
+    };
+    assert_eq!(
+        store
+            .publish(&key, publication(&read, fence, "v11", Some(11)))
+            .await,
+        Ok(Published::RefusedBySourceVersion)
+    );
+    assert_eq!(store.read(&key, None).await.unwrap().envelope, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_invalidation_at_the_mark_is_not_late() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("retried-invalidation");
+    let Ok(Invalidated::Fenced { fence: first }) = store.invalidate_at(&key, 7).await else {
+        panic!()
+    };
+    // The first attempt ran but its reply was lost: the caller sends it again.
+    let Ok(Invalidated::Fenced { fence: again }) = store.invalidate_at(&key, 7).await else {
+        panic!("an equal version is re-applied, not reported late")
+    };
+    assert!(again > first);
+    assert_eq!(store.invalidate_at(&key, 6).await, Ok(Invalidated::Late));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_fence_from_before_a_lost_counter_is_refused() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("read-fence-lost-counter");
+    // A lease-less reader takes its fence while the key has no counter yet.
+    let before = store.read(&key, None).await.unwrap();
+    assert!(matches!(
+        store.invalidate(&key).await,
+        Ok(Invalidated::Fenced { .. })
+    ));
+    // The counter is lost (expiry, eviction, an operator's DEL).
+    redis.cli(&["DEL", &key.fence()]);
+    assert_eq!(
+        store
+            .publish(&key, publication(&before, before.fence, "old", None))
+            .await,
+        Ok(Published::RefusedByFence)
+    );
+    assert_eq!(store.read(&key, None).await.unwrap().envelope, None);
 }

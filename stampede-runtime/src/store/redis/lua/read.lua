@@ -4,7 +4,9 @@
 local now = now_ms()
 local envelope = get_string(KEYS[1])
 local head = header(envelope)
-local fence = get_counter(KEYS[3]) or 0
+-- A lease-less load publishes under this fence: with no counter there is nothing an
+-- invalidation could raise past it, so one is created (above every earlier fence).
+local fence = get_counter(KEYS[3]) or raise_fence(now, head and head.fence, ARGV[3])
 local mode = ARGV[1]
 if mode == 'none' or (mode == 'miss' and head ~= nil and now < head.stale_until) then
   return { now, envelope or false, fence, 'none', 0 }
