@@ -233,6 +233,16 @@ fn params(func: &ItemFn, cx: &mut Ctxt) -> (Option<syn::Receiver>, Vec<Param>) {
             }
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    if let Type::Reference(syn::TypeReference {
+                        mutability: Some(mutability),
+                        ..
+                    }) = &*typed.ty
+                    {
+                        cx.error(
+                            mutability,
+                            format!("a cached function cannot take `&mut` arguments: on a hit the body does not run, so its changes to `{}` would happen only on misses; take it by `&` or by value", pat.ident),
+                        );
+                    }
                     params.push(Param {
                         pat: pat.clone(),
                         by_ref: matches!(&*typed.ty, Type::Reference(_)),
