@@ -179,3 +179,30 @@ async fn two_caches_claiming_one_name_fail_the_second_ones_loads() {
     );
     assert_eq!(second::VALUE.stats().origin_calls, 0);
 }
+
+static RAW_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[cached(fresh = "60s")]
+async fn r#type(id: u64) -> u64 {
+    RAW_CALLS.fetch_add(1, Ordering::SeqCst);
+    id
+}
+
+#[tokio::test]
+async fn a_raw_identifier_function_and_its_handle_share_one_cache() {
+    assert_eq!(r#type(4).await, 4);
+    assert_eq!(r#type(4).await, 4);
+    assert_eq!(
+        TYPE.stats().origin_calls,
+        1,
+        "the handle sees the body's loads"
+    );
+    assert_eq!(TYPE.stats().fresh_hits, 1);
+    TYPE.invalidate(&4);
+    assert_eq!(r#type(4).await, 4);
+    assert_eq!(
+        RAW_CALLS.load(Ordering::SeqCst),
+        2,
+        "the invalidation reached the body's cache"
+    );
+}

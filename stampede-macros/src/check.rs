@@ -377,6 +377,16 @@ fn params(func: &ItemFn, cx: &mut Ctxt) -> (Option<syn::Receiver>, Vec<Param>) {
             }
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    if let Type::Reference(syn::TypeReference {
+                        mutability: Some(mutability),
+                        ..
+                    }) = &*typed.ty
+                    {
+                        cx.error(
+                            mutability,
+                            format!("a cached function cannot take `&mut` arguments: on a hit the body does not run, so its changes to `{}` would happen only on misses; take it by `&` or by value", pat.ident),
+                        );
+                    }
                     params.push(Param {
                         pat: pat.clone(),
                         by_ref: matches!(&*typed.ty, Type::Reference(_)),
@@ -663,8 +673,10 @@ fn borrowed_handle(param: &Param, cx: &mut Ctxt) -> bool {
 /// (`id`, not the field in `user.id` nor `Foo::id`) that no closure parameter, `let` or
 /// pattern of the expression shadows. Inside macro calls, whose tokens only the macro
 /// understands, the arguments are read as expressions when they parse as such (so
-/// `format!("{tenant}:{}", id)` uses `tenant` through its format string and `id`), and
-/// otherwise any identifier that is not a field or path segment counts.
+/// `format!("{tenant}:{}", id)` uses `tenant` through its format string and `id`, while
+/// in `format!("{r}", r = "eu")` only `"eu"` is used), and otherwise any identifier that
+/// is not a field or path segment counts. Macros that only see their tokens as text
+/// (`stringify!`, `concat!`) use nothing.
 fn mentioned(expr: &Expr) -> BTreeSet<String> {
     let mut uses = Uses::default();
     uses.visit_expr(expr);
@@ -695,6 +707,60 @@ impl Uses {
         self.scopes.pop();
     }
 
+    /// A condition whose `let`s (alone or chained with `&&`) bind names for `then` only.
+    fn conditional(&mut self, cond: &Expr, then: impl FnOnce(&mut Self)) {
+        self.scopes.push(BTreeSet::new());
+        self.chain(cond);
+        then(self);
+        self.scopes.pop();
+    }
+
+    /// Each `let` of a chain binds from the next link on.
+    fn chain(&mut self, cond: &Expr) {
+        match cond {
+            Expr::Binary(and) if matches!(and.op, syn::BinOp::And(_)) => {
+                self.chain(&and.left);
+                self.chain(&and.right);
+            }
+            Expr::Let(link) => {
+                self.visit_expr(&link.expr);
+                if let Some(scope) = self.scopes.last_mut() {
+                    bindings(&link.pat, scope);
+                }
+            }
+            other => self.visit_expr(other),
+        }
+    }
+
+    /// A format macro's arguments: its format string's captures, except the names its
+    /// `name = value` arguments supply, and the values, never the names on the left.
+    fn format_args(&mut self, args: &Punctuated<Expr, syn::Token![,]>) {
+        let mut supplied = BTreeSet::new();
+        let mut text = None;
+        for arg in args {
+            match arg {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(literal),
+                    ..
+                }) if text.is_none() => text = Some(literal.value()),
+                Expr::Assign(named) => {
+                    if let Expr::Path(name) = &*named.left {
+                        if let Some(name) = name.path.get_ident() {
+                            supplied.insert(name.to_string());
+                        }
+                    }
+                    self.visit_expr(&named.right);
+                }
+                other => self.visit_expr(other),
+            }
+        }
+        if let Some(text) = text {
+            self.scopes.push(supplied);
+            self.captures(&text);
+            self.scopes.pop();
+        }
+    }
+
     /// `{name}` and `{name:…}` in a format string; `{{` is an escaped brace.
     fn captures(&mut self, text: &str) {
         let mut rest = text;
@@ -716,7 +782,8 @@ impl Uses {
     }
 
     /// Macro tokens that do not parse as expressions: every identifier that is not
-    /// reached through `.` or `::`, and format-string captures.
+    /// reached through `.` or `::`. A string literal is text, not a format string, since
+    /// which macro would read it as one is unknown.
     fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
         let mut after_access = false;
         let mut tokens = tokens.into_iter().peekable();
@@ -733,14 +800,7 @@ impl Uses {
                     self.tokens(group.stream());
                     false
                 }
-                proc_macro2::TokenTree::Literal(literal) => {
-                    if let Ok(syn::Lit::Str(text)) =
-                        syn::parse2::<syn::Lit>(literal.to_token_stream())
-                    {
-                        self.captures(&text.value());
-                    }
-                    false
-                }
+                proc_macro2::TokenTree::Literal(_) => false,
                 proc_macro2::TokenTree::Punct(punct) => matches!(punct.as_char(), '.' | ':'),
             };
             after_access = access;
@@ -780,6 +840,8 @@ impl<'ast> Visit<'ast> for Uses {
                         bindings(&local.pat, scope);
                     }
                 }
+                // A nested item sees none of the expression's variables.
+                syn::Stmt::Item(_) => {}
                 other => self.visit_stmt(other),
             }
         }
@@ -796,39 +858,74 @@ impl<'ast> Visit<'ast> for Uses {
     }
 
     fn visit_expr_if(&mut self, expr: &'ast syn::ExprIf) {
-        match &*expr.cond {
-            Expr::Let(cond) => {
-                self.visit_expr(&cond.expr);
-                self.scoped(&[&cond.pat], |uses| uses.visit_block(&expr.then_branch));
-            }
-            cond => {
-                self.visit_expr(cond);
-                self.visit_block(&expr.then_branch);
-            }
-        }
+        self.conditional(&expr.cond, |uses| uses.visit_block(&expr.then_branch));
         if let Some((_, otherwise)) = &expr.else_branch {
             self.visit_expr(otherwise);
         }
     }
 
+    fn visit_expr_while(&mut self, expr: &'ast syn::ExprWhile) {
+        self.conditional(&expr.cond, |uses| uses.visit_block(&expr.body));
+    }
+
+    fn visit_expr_for_loop(&mut self, expr: &'ast syn::ExprForLoop) {
+        self.visit_expr(&expr.expr);
+        self.scoped(&[&expr.pat], |uses| uses.visit_block(&expr.body));
+    }
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|segment| segment.ident.to_string())
+            .unwrap_or_default();
+        if TEXT_MACROS.contains(&name.as_str()) {
+            return;
+        }
         let parsed = mac.parse_body_with(Punctuated::<Expr, syn::Token![,]>::parse_terminated);
         match parsed {
+            Ok(args) if FORMAT_MACROS.contains(&name.as_str()) => self.format_args(&args),
             Ok(args) => {
                 for arg in &args {
-                    match arg {
-                        Expr::Lit(syn::ExprLit {
-                            lit: syn::Lit::Str(text),
-                            ..
-                        }) => self.captures(&text.value()),
-                        other => self.visit_expr(other),
-                    }
+                    self.visit_expr(arg);
                 }
             }
             Err(_) => self.tokens(mac.tokens.clone()),
         }
     }
 }
+
+/// Macros whose first string literal is a format string that can capture variables.
+const FORMAT_MACROS: &[&str] = &[
+    "format",
+    "format_args",
+    "write",
+    "writeln",
+    "print",
+    "println",
+    "eprint",
+    "eprintln",
+    "panic",
+    "unreachable",
+    "todo",
+    "unimplemented",
+];
+
+/// Macros that read their tokens as text, never as variables.
+const TEXT_MACROS: &[&str] = &[
+    "stringify",
+    "concat",
+    "line",
+    "column",
+    "file",
+    "module_path",
+    "env",
+    "option_env",
+    "include",
+    "include_str",
+    "include_bytes",
+];
 
 /// The names a pattern binds.
 fn bindings(pat: &Pat, out: &mut BTreeSet<String>) {

@@ -72,10 +72,12 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             #make
         }
     };
+    // The handle finds the body's cache by the path `type_name` prints, which has no `r#`.
+    let function = syn::ext::IdentExt::unraw(fn_name).to_string();
     let handle_value = |here: TokenStream| {
         quote! {{
             #build
-            #private::handle(#site, #fn_text, #explicit_name, __stampede_build, #here, #mode)
+            #private::handle(#site, #function, #explicit_name, __stampede_build, #here, #mode)
         }}
     };
     let body_site = handle_value(quote!(|| ""));

@@ -7,6 +7,11 @@ async fn by_format(tenant: String, id: u64) -> u64 {
     tenant.len() as u64 + id
 }
 
+#[cached(fresh = "60s", key = format!("{r}:{id}", r = region), key_type = String)]
+async fn by_named_format(region: String, id: u64) -> u64 {
+    region.len() as u64 + id
+}
+
 #[cached(fresh = "60s", key = (0..1).map(|n| n + id).sum::<u64>(), key_type = u64)]
 async fn through_a_closure(id: u64) -> u64 {
     id
@@ -25,6 +30,7 @@ async fn detached_by_choice(id: u64) -> u64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     assert_eq!(by_format("ab".to_owned(), 1).await, 3);
+    assert_eq!(by_named_format("eu".to_owned(), 1).await, 3);
     assert_eq!(through_a_closure(4).await, 4);
     assert_eq!(inline_by_choice(5).await, 5);
     assert_eq!(detached_by_choice(6).await, 6);
