@@ -198,7 +198,7 @@ async fn a_raw_identifier_function_and_its_handle_share_one_cache() {
         "the handle sees the body's loads"
     );
     assert_eq!(TYPE.stats().fresh_hits, 1);
-    TYPE.invalidate(&4);
+    TYPE.invalidate(&4).await.unwrap();
     assert_eq!(r#type(4).await, 4);
     assert_eq!(
         RAW_CALLS.load(Ordering::SeqCst),
