@@ -3,7 +3,7 @@
 
 Reads criterion's output (`target/criterion/<group>/<contestant>/new/{benchmark,estimates}.json`)
 and the counts the miss-storm and churn groups leave beside it (`<group>/notes.json`), and
-prints Markdown: the machine line, one table per group, and the issue's targets as ratios.
+prints Markdown: the machine line, one table per group, and the targets as ratios.
 
     cargo bench -p stampede-benches
     python3 scripts/bench-table.py                       # print the tables
@@ -253,7 +253,7 @@ def main():
                   churn_table(churn, churn_notes) if churn else None):
         if table:
             out += table + [""]
-    out += ["Targets from the issue, as ratios from this run:", ""]
+    out += ["Targets, as ratios from this run:", ""]
     out += targets(fresh, contended, storm, storm_notes) + [""]
     if args.memory:
         out += ["Memory (`cargo run --release -p stampede-benches --example memory`, same machine):", ""]

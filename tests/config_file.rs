@@ -226,7 +226,7 @@ fn the_documented_example_file_is_accepted() {
         "documented",
         r#"
 [backend]
-kind = "memory"                 # "redis" and "tiered" arrive with the shared-store issue
+kind = "memory"                 # or "redis" / "tiered" with a `url`
 [admission.db]
 limit = 20
 queue_timeout = "500ms"

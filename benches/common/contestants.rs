@@ -27,7 +27,7 @@ pub async fn cached_by_key_profile(id: u64) -> Result<Profile, stampede::Error> 
     load_profile(id).await
 }
 
-/// Raw moka: no expiry (the baseline), as bare as a cache gets.
+/// Raw moka: no expiry (the baseline a hit is judged against), as bare as a cache gets.
 pub static MOKA_SYNC: LazyLock<moka::sync::Cache<u64, Profile>> =
     LazyLock::new(|| moka::sync::Cache::new(CAPACITY));
 

@@ -44,7 +44,7 @@ impl Ctxt {
     }
 }
 
-/// How the leader runs the origin (DESIGN.md decision 1).
+/// How the leader runs the origin (ARCHITECTURE.md, decision 1).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// Every argument is owned: the origin runs as its own task.

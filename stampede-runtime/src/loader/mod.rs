@@ -13,7 +13,7 @@
 //!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
 //! ```
 //!
-//! Two leader modes (DESIGN.md decision 1): [`Cache::load`] runs the origin as its own task,
+//! Two leader modes (ARCHITECTURE.md, decision 1): [`Cache::load`] runs the origin as its own task,
 //! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
 //! the leading caller's task, for origins that borrow, and a waiter takes over when that
 //! caller goes away.
@@ -400,6 +400,7 @@ where
     }
 
     fn stats(&self) -> Stats {
-        self.counters.snapshot(self.flights.len())
+        self.counters
+            .snapshot(self.flights.len(), self.store.entry_count())
     }
 }
