@@ -297,3 +297,21 @@ async fn a_cached_function_that_awaits_itself_on_its_key_fails_that_call_in_both
     assert_eq!(CALLS_ITSELF_DETACHED.stats().origin_calls, 1);
     assert_eq!(CALLS_ITSELF_INLINE.stats().origin_calls, 1);
 }
+
+#[tokio::test]
+async fn stats_count_the_values_memory_holds() {
+    let cache: Cache<u32, u32, AppError> = Cache::new(fresh_for_10s("entries"));
+    assert_eq!(cache.stats().entries, 0);
+    for key in 0..3 {
+        bounded(cache.load(key, move || async move { Ok(key) }))
+            .await
+            .unwrap();
+    }
+    assert_eq!(cache.stats().entries, 3);
+    cache.invalidate(&1).await.unwrap();
+    assert_eq!(
+        cache.stats().entries,
+        2,
+        "an invalidated value is not counted"
+    );
+}

@@ -41,6 +41,9 @@ pub struct Stats {
     /// Loads running right now: coalesced or not, including those an invalidation
     /// detached from their key.
     pub in_flight: u64,
+    /// Values held in this process's memory now (moka's count after its pending
+    /// maintenance: expired and evicted entries are gone from it).
+    pub entries: u64,
     /// Loads that got a permit of their admission semaphore.
     pub admitted: u64,
     /// Loads shed because their admission queue did not move within `queue_timeout`
@@ -119,7 +122,7 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn snapshot(&self, in_flight: usize) -> Stats {
+    pub(crate) fn snapshot(&self, in_flight: usize, entries: u64) -> Stats {
         Stats {
             fresh_hits: self.fresh_hits.0.get(),
             stale_hits: self.stale_hits.get(),
@@ -131,6 +134,7 @@ impl Counters {
             fallbacks: self.fallbacks.get(),
             timeouts: self.timeouts.get(),
             in_flight: in_flight as u64,
+            entries,
             admitted: self.admitted.get(),
             shed: self.shed.get(),
             admission_wait_total: self.admission_wait.total.get(),
@@ -226,7 +230,7 @@ mod tests {
         counters.admission_wait.record(Duration::from_millis(50));
         counters.oldest_stale_served.record(Duration::from_secs(4));
         counters.oldest_stale_served.record(Duration::from_secs(2));
-        let stats = counters.snapshot(0);
+        let stats = counters.snapshot(0, 0);
         assert_eq!(stats.admission_wait_total, Duration::from_millis(200));
         assert_eq!(stats.admission_wait_max, Duration::from_millis(120));
         assert_eq!(stats.oldest_stale_served, Duration::from_secs(4));

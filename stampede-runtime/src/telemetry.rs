@@ -37,6 +37,7 @@ impl Runtime {
             }
             let gauges = [
                 ("stampede_in_flight", stats.in_flight as f64),
+                ("stampede_entries", stats.entries as f64),
                 (
                     "stampede_admission_wait_seconds_total",
                     stats.admission_wait_total.as_secs_f64(),

@@ -52,6 +52,13 @@ where
         self.entries.insert(key, envelope);
     }
 
+    /// How many values memory holds, after moka's pending maintenance (so entries that
+    /// expired or were evicted are not counted). Off the hit path: stats only.
+    pub(crate) fn entry_count(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        self.entries.entry_count()
+    }
+
     pub(crate) fn invalidate(&self, key: &K) {
         self.entries.invalidate(key);
     }
