@@ -206,3 +206,33 @@ async fn a_raw_identifier_function_and_its_handle_share_one_cache() {
         "the invalidation reached the body's cache"
     );
 }
+
+/// Generic over a function type: two closures of one function print the same type name,
+/// `Sized<identity::…::{{closure}}>`, while being two types of different sizes.
+pub struct Sized<F> {
+    _f: F,
+}
+
+impl<F: Fn() -> u64 + Send + Sync> Sized<F> {
+    #[cached(fresh = "60s", skip(self))]
+    async fn size_plus(&self, id: u64) -> u64 {
+        std::mem::size_of::<F>() as u64 + id
+    }
+}
+
+#[tokio::test]
+async fn instantiations_whose_type_names_print_alike_never_share_a_cache() {
+    let captured = 8u64;
+    let zero_sized = Sized { _f: || 0u64 };
+    let capturing = Sized {
+        _f: move || captured,
+    };
+    assert_eq!(zero_sized.size_plus(1).await, 1);
+    assert_eq!(zero_sized.size_plus(1).await, 1);
+    assert_eq!(
+        capturing.size_plus(1).await,
+        9,
+        "not the other instantiation's value"
+    );
+    assert_eq!(capturing.size_plus(1).await, 9);
+}

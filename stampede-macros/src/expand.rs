@@ -185,17 +185,25 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         #vis #sig {
             #assertions
             let __stampede_key: #key_ty = #key_expr;
-            // The instantiation this call runs in (a generic `impl` makes several), as the
-            // type name of a closure written here: one constant per instantiation.
-            let __stampede_here: &'static str = ::core::any::type_name_of_val(&|| ());
+            // The instantiation this call runs in (a generic `impl` makes several): the type
+            // of a closure written here, by its name (which the handle can match) and its
+            // type id (which tells apart instantiations whose names print alike).
+            let __stampede_probe = || ();
+            let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
+            let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
             let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
             #take_clones
             let __stampede_other;
-            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_make) {
+            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_id, __stampede_make) {
                 ::core::option::Option::Some(cache) => cache,
                 ::core::option::Option::None => {
-                    __stampede_other = __STAMPEDE_CACHES.other(__stampede_here, __stampede_make);
+                    __stampede_other = __STAMPEDE_CACHES.other(
+                        __stampede_here,
+                        __stampede_id,
+                        __stampede_make,
+                        || #private::uncached_at(&#body_site, __stampede_here),
+                    );
                     &__stampede_other
                 }
             };

@@ -7,6 +7,7 @@ use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
 use crate::policy::PolicyBuilder;
 use serde::Serialize;
+use std::any::TypeId;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -39,12 +40,35 @@ where
     handle.cache_at(here)
 }
 
+/// The cache of the function body whose closure type name is `here`, with caching turned
+/// off: for an instantiation whose type name another instantiation already printed (see
+/// [`Instances::other`]).
+pub fn uncached_at<K, V, E>(handle: &Handle<K, V, E>, here: &'static str) -> Cache<K, V, E>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: SharedError,
+{
+    handle.uncached_at(here)
+}
+
+/// The type id of a value's type, `'static` or not: a closure written in a generic body has
+/// one per instantiation.
+pub fn type_id_of_val<T: ?Sized>(_: &T) -> TypeId {
+    typeid::of::<T>()
+}
+
 /// A cached function's caches, one per instantiation, in a static of the function. The
-/// first instantiation's cache is one load and a pointer compare away; another's (a
-/// generic impl's second type) is found under a read lock.
+/// first instantiation's cache is one load and two compares away; another's (a generic
+/// impl's second type) is found under a read lock.
+///
+/// An instantiation is named by the type name of a closure in the body (what the handle can
+/// match) and told apart by that closure's type id: type names are not unique (two closures
+/// of one function as type arguments print alike), and two instantiations must never share
+/// a cache.
 pub struct Instances<C> {
-    first: OnceLock<(&'static str, C)>,
-    others: RwLock<Vec<(&'static str, C)>>,
+    first: OnceLock<(&'static str, TypeId, C)>,
+    others: RwLock<Vec<(&'static str, TypeId, C)>>,
 }
 
 impl<C: Clone> Instances<C> {
@@ -56,24 +80,40 @@ impl<C: Clone> Instances<C> {
         }
     }
 
-    /// The cache of `here` if it is the first instantiation that asked. `here` is the type
-    /// name of one closure, one constant per instantiation, so comparing addresses
-    /// suffices: a false "no" only costs [`Instances::other`], which finds the same cache.
+    /// The cache of the instantiation `(here, id)` if it is the first that asked. Comparing
+    /// the name's address is enough to find it fast; a false "no" only costs
+    /// [`Instances::other`], which finds the same cache. The type id makes sure a different
+    /// instantiation whose name is the same constant never gets this cache.
     #[inline]
-    pub fn first(&self, here: &'static str, make: impl FnOnce() -> C) -> Option<&C> {
-        let (filled_by, cache) = self.first.get_or_init(|| (here, make()));
-        std::ptr::eq(*filled_by, here).then_some(cache)
+    pub fn first(&self, here: &'static str, id: TypeId, make: impl FnOnce() -> C) -> Option<&C> {
+        let (filled_by, first_id, cache) = self.first.get_or_init(|| (here, id, make()));
+        (std::ptr::eq(*filled_by, here) && *first_id == id).then_some(cache)
     }
 
-    /// The cache of any other instantiation.
+    /// The cache of any other instantiation. One whose type name an instantiation with
+    /// another type id already printed gets `uncached` (every call runs its origin): the
+    /// handle finds caches by name, so sharing one would serve one instantiation's values
+    /// to the other, and a second cache under the same name would not be reached by the
+    /// handle's invalidations.
     #[cold]
-    pub fn other(&self, here: &'static str, make: impl FnOnce() -> C) -> C {
-        let found = |others: &[(&'static str, C)]| {
+    pub fn other(
+        &self,
+        here: &'static str,
+        id: TypeId,
+        make: impl FnOnce() -> C,
+        uncached: impl FnOnce() -> C,
+    ) -> C {
+        let found = |others: &[(&'static str, TypeId, C)]| {
             others
                 .iter()
-                .find(|(at, _)| *at == here)
-                .map(|(_, cache)| cache.clone())
+                .find(|(_, of, _)| *of == id)
+                .map(|(_, _, cache)| cache.clone())
         };
+        if let Some((_, first_id, cache)) = self.first.get() {
+            if *first_id == id {
+                return cache.clone();
+            }
+        }
         if let Some(cache) = found(&self.others.read().unwrap_or_else(PoisonError::into_inner)) {
             return cache;
         }
@@ -81,9 +121,20 @@ impl<C: Clone> Instances<C> {
         if let Some(cache) = found(&others) {
             return cache;
         }
-        // `make` finds the cache by identity, so a second one is never built.
-        let cache = make();
-        others.push((here, cache.clone()));
+        let first_name = self.first.get().map(|(name, _, _)| *name);
+        let named_alike = first_name == Some(here) || others.iter().any(|(at, _, _)| *at == here);
+        let cache = if named_alike {
+            tracing::warn!(
+                target: "stampede",
+                instance = here,
+                "two instantiations of a cached function have one type name; this one is not cached"
+            );
+            uncached()
+        } else {
+            // `make` finds the cache by identity, so a second one is never built.
+            make()
+        };
+        others.push((here, id, cache.clone()));
         cache
     }
 }
@@ -128,6 +179,7 @@ where
     V: LocalValue,
     E: SharedError,
 {
+    let policy = claimed(policy, claim);
     build_refusing(policy, map_error, claim.taken.clone())
 }
 
@@ -143,10 +195,21 @@ where
     V: CacheValue,
     E: SharedError,
 {
+    let policy = claimed(policy, claim);
     builder(policy, map_error)
         .refuse(claim.taken.clone())
         .shared()
         .build()
+}
+
+/// The policy a [`Claim`] asks for: caching off for an instantiation that cannot have a
+/// cache of its own (see [`Instances::other`]).
+fn claimed(policy: PolicyBuilder, claim: &Claim) -> PolicyBuilder {
+    if claim.uncached {
+        policy.enabled(false)
+    } else {
+        policy
+    }
 }
 
 fn build_refusing<K, V, E>(
@@ -183,6 +246,7 @@ where
     K: CacheKey,
     V: LocalValue,
 {
+    let policy = claimed(policy, claim);
     builder(policy, keep_error)
         .refuse(claim.taken.clone())
         .infallible()
@@ -195,6 +259,7 @@ where
     K: CacheKey + Serialize,
     V: CacheValue,
 {
+    let policy = claimed(policy, claim);
     builder(policy, keep_error)
         .refuse(claim.taken.clone())
         .infallible()

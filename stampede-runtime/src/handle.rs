@@ -48,6 +48,8 @@ pub struct Claim {
     pub(crate) name: Arc<str>,
     /// Set when another cache of the process already has this name.
     pub(crate) taken: Option<Error>,
+    /// Build it with caching turned off.
+    pub(crate) uncached: bool,
 }
 
 impl<K, V, E> Clone for Handle<K, V, E> {
@@ -93,6 +95,17 @@ where
         self.cache_of(instance(here).to_owned())
     }
 
+    /// A cache of its own for the body whose closure type name is `here`, caching nothing
+    /// (see `Instances::other`), outside the registry.
+    pub(crate) fn uncached_at(&self, here: &'static str) -> Cache<K, V, E> {
+        let name: Arc<str> = self.name.map_or_else(|| instance(here).into(), Into::into);
+        (self.build)(&Claim {
+            name,
+            taken: None,
+            uncached: true,
+        })
+    }
+
     fn cache_of(&self, path: String) -> Cache<K, V, E> {
         let identity = format!("{}@{path}", self.site);
         let mut registry = registry().lock().unwrap_or_else(PoisonError::into_inner);
@@ -119,7 +132,11 @@ where
                 None
             }
         };
-        let cache = (self.build)(&Claim { name, taken });
+        let cache = (self.build)(&Claim {
+            name,
+            taken,
+            uncached: false,
+        });
         registry.caches.insert(identity, Box::new(cache.clone()));
         cache
     }
