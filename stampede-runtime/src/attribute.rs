@@ -253,18 +253,20 @@ where
         .build()
 }
 
-/// [`build_plain_cache`] for a function without `local`.
+/// [`build_plain_cache`] for a function without `local`. A plain-value function cannot
+/// answer with [`Error::DuplicateName`], so when its name is taken it stays in memory
+/// (where caches are apart by identity) instead of reading another cache's entries in a
+/// shared store.
 pub fn build_shared_plain_cache<K, V>(policy: PolicyBuilder, claim: &Claim) -> Cache<K, V, Error>
 where
     K: CacheKey + Serialize,
     V: CacheValue,
 {
+    if claim.taken.is_some() {
+        return build_plain_cache(policy, claim);
+    }
     let policy = claimed(policy, claim);
-    builder(policy, keep_error)
-        .refuse(claim.taken.clone())
-        .infallible()
-        .shared()
-        .build()
+    builder(policy, keep_error).infallible().shared().build()
 }
 
 /// The `Ok` and `Err` types of a return type read as a `Result`, aliases included.
