@@ -256,6 +256,32 @@ async fn without_coalescing_every_concurrent_miss_calls_the_origin() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn without_coalescing_a_caller_past_its_deadline_still_lets_the_detached_load_land() {
+    let policy = Policy::builder("t")
+        .fresh(Duration::from_secs(60))
+        .timeout(Duration::from_millis(10))
+        .coalesce(false)
+        .build()
+        .unwrap();
+    let cache: Cache<u32, usize, AppError> = paused(policy);
+    let origin = Origin::default();
+    let slow = origin.clone();
+    let first = cache
+        .load(1, move || async move {
+            Ok(slow.slow(Duration::from_millis(50)).await)
+        })
+        .await;
+    assert!(
+        matches!(first, Err(AppError::Cache(Error::Timeout { .. }))),
+        "{first:?}"
+    );
+    common::loads_finished(&cache).await;
+    let second = cache.load(1, || async { Ok(usize::MAX) }).await;
+    assert_eq!(second, Ok(1), "the load the caller gave up on was cached");
+    assert_eq!(origin.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_invalidation_during_a_load_is_not_undone_by_it() {
     let cache: Cache<u32, usize, AppError> = paused(policy(Duration::from_secs(60)));
     let origin = Origin::default();

@@ -20,18 +20,21 @@ where
     {
         let inner = &self.inner;
         // Boxed where they are rare, so a waiting caller does not carry a whole load.
-        if !inner.policy.coalesce() {
-            let leader = inner.flights.start(&key);
-            return Box::pin(run_detached(inner.clone(), key, leader, origin)).await;
-        }
-        let leader = match inner.lead_or_wait(&key).await {
-            Turn::Lead(leader) => leader,
-            Turn::Answered(shared) => return shared,
+        let leader = if inner.policy.coalesce() {
+            let leader = match inner.lead_or_wait(&key).await {
+                Turn::Lead(leader) => leader,
+                Turn::Answered(shared) => return shared,
+            };
+            if let Some(value) = inner.stored_since(&key, seen) {
+                leader.settle(Ok(value.clone()), |_| {});
+                return Ok(value);
+            }
+            leader
+        } else {
+            // Uncoalesced, a load is still its own task: a caller that gives up must not
+            // cancel it, or an origin slower than the deadline would never be cached.
+            inner.flights.start(&key)
         };
-        if let Some(value) = inner.stored_since(&key, seen) {
-            leader.settle(Ok(value.clone()), |_| {});
-            return Ok(value);
-        }
         let waiter = leader.waiter();
         match spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
             Ok(()) => match waiter.await {
