@@ -315,3 +315,56 @@ async fn stats_count_the_values_memory_holds() {
         "an invalidated value is not counted"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_background_refresh_started_inside_a_load_may_wait_for_that_load() {
+    let outer: Cache<u32, u32, AppError> = paused(fresh_for_10s("outer"));
+    let inner: Cache<u32, u32, AppError> = paused(
+        Policy::builder("inner")
+            .fresh(Duration::from_millis(10))
+            .stale(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    bounded(inner.load(1, || async { Ok(0) })).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await; // inner's value is stale now
+    let gate = Arc::new(Semaphore::new(0));
+    let refresh_started = Arc::new(Semaphore::new(0));
+    let (outer2, gate2, started2, inner2) = (
+        outer.clone(),
+        gate.clone(),
+        refresh_started.clone(),
+        inner.clone(),
+    );
+    // The outer load reads the stale inner value, which starts inner's refresh in the
+    // background; that refresh loads the outer key, which is still loading.
+    let outer3 = outer2.clone();
+    let load = tokio::spawn(async move {
+        outer2
+            .load(1, move || async move {
+                let stale = inner2
+                    .load(1, move || async move {
+                        started2.add_permits(1);
+                        outer_value(&outer3).await
+                    })
+                    .await?;
+                let _ = gate2.acquire().await;
+                Ok(stale + 40)
+            })
+            .await
+    });
+    let _ = bounded(refresh_started.acquire()).await;
+    gate.add_permits(1);
+    assert_eq!(bounded(load).await.unwrap(), Ok(40));
+    common::loads_finished(&inner).await;
+    assert_eq!(
+        inner.stats().refresh_errors,
+        0,
+        "the refresh waited for the outer load instead of failing as recursive"
+    );
+    assert_eq!(inner.peek(&1), Some(41));
+}
+
+async fn outer_value(outer: &Cache<u32, u32, AppError>) -> Result<u32, AppError> {
+    Ok(outer.load(1, || async { Ok(0) }).await? + 1)
+}

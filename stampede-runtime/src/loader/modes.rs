@@ -91,7 +91,10 @@ where
         if early {
             inner.counters.early_refreshes.bump();
         }
-        if let Err(task) = spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
+        // Nobody waits for a background refresh, so it runs outside the flights its caller
+        // leads: an origin it calls may wait for them without forming a cycle.
+        let refresh = run_detached(inner.clone(), key, leader, origin);
+        if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
             let _ = Box::pin(task).await;
         }
     }
