@@ -53,7 +53,7 @@
 //! - Run the cluster with `cluster-require-full-coverage no`: with the default, every
 //!   node refuses every query while one master is down.
 mod breaker;
-mod cluster;
+pub(crate) mod cluster;
 mod connection;
 mod notices;
 mod script;
