@@ -6,64 +6,15 @@
 //! parents.
 mod common;
 
-use common::{AppError, ConfigFile, Origin, DEADLINE};
+use common::{run_child, AppError, ConfigFile, Origin, REPORT};
 use stampede::{Cache, Error, Overrides, Policy, Runtime};
 use std::ffi::OsString;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Marks what a child tells its parent, amid libtest's own lines.
-const REPORT: &str = "@report ";
+use std::time::Duration;
 
 macro_rules! report {
     ($($arg:tt)*) => {
         println!("{REPORT}{}", format_args!($($arg)*))
     };
-}
-
-/// Runs the ignored test `child` in a new process of this binary with `env` (and no other
-/// `STAMPEDE_*` variable), within the deadline, and returns its `report` lines.
-fn run_child(child: &str, env: &[(&str, OsString)]) -> Vec<String> {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            child,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("STAMPEDE_") {
-            command.env_remove(key);
-        }
-    }
-    command.envs(env.iter().map(|(k, v)| (k, v)));
-    let mut process = command.spawn().unwrap();
-    let deadline = Instant::now() + DEADLINE;
-    while process.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = process.kill();
-            panic!("{child} overran its deadline");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = process.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{child} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let reports: Vec<String> = stdout
-        .lines()
-        // libtest prints "test <name> ... " without a newline before the child's output.
-        .filter_map(|line| Some(line[line.find(REPORT)? + REPORT.len()..].to_owned()))
-        .collect();
-    assert!(!reports.is_empty(), "{child} did not run:\n{stdout}");
-    reports
 }
 
 fn config(file: &ConfigFile) -> (&'static str, OsString) {

@@ -3,11 +3,9 @@
 //! Each `Runtime` is one replica: its own connections, memory and flights.
 mod common;
 
-use common::{bounded, eventually, AppError, ConfigFile, DEADLINE};
+use common::{bounded, eventually, run_child, AppError, ConfigFile, DEADLINE, REPORT};
 use serde::{Deserialize, Serialize};
 use stampede::{cached, Backend, Cache, Error, Policy, Runtime};
-use std::ffi::OsString;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -353,8 +351,6 @@ async fn user_profile(id: u64) -> Result<Profile, AppError> {
     })
 }
 
-const REPORT: &str = "@report ";
-
 #[tokio::test]
 #[ignore = "run by its parent in a process of its own"]
 async fn child_calls_a_cached_function() {
@@ -364,41 +360,6 @@ async fn child_calls_a_cached_function() {
         "{REPORT}origin_calls={}",
         ORIGIN_CALLS.load(Ordering::SeqCst)
     );
-}
-
-fn run_child(env: &[(&str, OsString)]) -> Vec<String> {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "child_calls_a_cached_function",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("STAMPEDE_") {
-            command.env_remove(key);
-        }
-    }
-    command.envs(env.iter().map(|(k, v)| (k, v)));
-    let mut process = command.spawn().unwrap();
-    let deadline = Instant::now() + DEADLINE;
-    while process.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = process.kill();
-            panic!("the child overran its deadline");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let output = process.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "the child failed:\n{stdout}");
-    stdout
-        .lines()
-        .filter_map(|line| Some(line[line.find(REPORT)? + REPORT.len()..].to_owned()))
-        .collect()
 }
 
 #[test]
@@ -411,11 +372,14 @@ fn a_config_file_alone_moves_an_unchanged_cached_function_to_redis() {
         &format!("[backend]\nkind = \"redis\"\nurl = \"{}\"\n", redis.url()),
     );
     let env = [("STAMPEDE_CONFIG", file.0.clone().into_os_string())];
-    assert_eq!(run_child(&env), ["name=user 42", "origin_calls=1"]);
+    assert_eq!(
+        run_child("child_calls_a_cached_function", &env),
+        ["name=user 42", "origin_calls=1"]
+    );
     let key = value_key(&redis, "user_profile");
     assert!(key.contains(":v0:42}"), "{key}");
     assert_eq!(
-        run_child(&env),
+        run_child("child_calls_a_cached_function", &env),
         ["name=user 42", "origin_calls=0"],
         "a second process is served the first one's value"
     );

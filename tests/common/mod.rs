@@ -190,3 +190,51 @@ impl Drop for ConfigFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// What a child test prints before each line the parent reads back (see [`run_child`]).
+pub const REPORT: &str = "@report ";
+
+/// Runs the ignored test `child` in a new process of this binary with `env` (and no other
+/// `STAMPEDE_*` variable), within the deadline, and returns its `report` lines.
+pub fn run_child(child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String> {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            child,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("STAMPEDE_") {
+            command.env_remove(key);
+        }
+    }
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    let mut process = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while process.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = process.kill();
+            panic!("{child} overran its deadline");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = process.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{child} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reports: Vec<String> = stdout
+        .lines()
+        // libtest prints "test <name> ... " without a newline before the child's output.
+        .filter_map(|line| Some(line[line.find(REPORT)? + REPORT.len()..].to_owned()))
+        .collect();
+    assert!(!reports.is_empty(), "{child} did not run:\n{stdout}");
+    reports
+}
