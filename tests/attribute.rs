@@ -3,24 +3,12 @@
 //! about time windows run on the paused clock and assert exact outcomes.
 mod common;
 
-use common::{bounded, eventually};
+use common::{bounded, eventually, tokio_clock};
 use serde::{Deserialize, Serialize};
-use stampede::{cached, Clock, LeaderMode, Runtime};
+use stampede::{cached, LeaderMode};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// Installs the process's runtime with Tokio's clock. Every test calls it first: a cached
-/// function's cache is built on its first call, with the runtime installed by then.
-fn tokio_clock() {
-    static INSTALLED: Once = Once::new();
-    INSTALLED.call_once(|| {
-        Runtime::builder()
-            .clock(Clock::tokio())
-            .install()
-            .expect("the first install in this binary");
-    });
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TenantId(String);

@@ -238,3 +238,15 @@ pub fn run_child(child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String>
     assert!(!reports.is_empty(), "{child} did not run:\n{stdout}");
     reports
 }
+
+/// Installs the process's runtime with Tokio's clock, once per test binary. A cached
+/// function's cache is built on its first call, so every test calls this first.
+pub fn tokio_clock() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        stampede::Runtime::builder()
+            .clock(stampede::Clock::tokio())
+            .install()
+            .expect("the first install in this binary");
+    });
+}
