@@ -327,10 +327,7 @@ impl Inner {
         let (now, envelope, fence, lease, left): (u64, Option<Vec<u8>>, u64, String, u64) = self
             .call(key, retry, |mut connection| {
                 let mut invocation = self.scripts.read.prepare_invoke();
-                invocation
-                    .key(key.value())
-                    .key(key.lease())
-                    .key(key.fence());
+                entry_keys(&mut invocation, key);
                 invocation.arg(mode).arg(ttl).arg(fence_keep);
                 async move { invocation.invoke_async(&mut connection).await }
             })
@@ -368,11 +365,7 @@ impl Inner {
         let (outcome, notices): (String, u64) = self
             .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
-                invocation
-                    .key(key.value())
-                    .key(key.lease())
-                    .key(key.fence())
-                    .key(key.source_version());
+                entry_keys(&mut invocation, key);
                 invocation
                     .arg(publication.fence.to_string())
                     .arg(publication.envelope.as_slice())
@@ -403,11 +396,7 @@ impl Inner {
         let fence: i64 = self
             .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.invalidate.prepare_invoke();
-                invocation
-                    .key(key.value())
-                    .key(key.lease())
-                    .key(key.fence())
-                    .key(key.source_version());
+                entry_keys(&mut invocation, key);
                 invocation
                     .arg(self.channel.as_str())
                     .arg(self.hub.node())
@@ -430,11 +419,7 @@ impl Inner {
         let released: i64 = self
             .call(key, Retry::OnConnectionError, |mut connection| {
                 let mut invocation = self.scripts.release.prepare_invoke();
-                invocation
-                    .key(key.value())
-                    .key(key.lease())
-                    .key(key.fence())
-                    .key(key.source_version());
+                entry_keys(&mut invocation, key);
                 invocation
                     .arg(fence.to_string())
                     .arg(self.channel.as_str())
@@ -462,6 +447,16 @@ enum Retry {
 /// out is not one: a dead master's slots end that way too.)
 fn slot_in_motion(error: &RedisError) -> bool {
     error.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
+}
+
+/// The keys every script names, in the order the scripts read them (`KEYS[1..4]`): the
+/// value, the lease, the fence counter and the source-version mark, all under one hash tag.
+fn entry_keys(invocation: &mut script::Invocation<'_>, key: &EntryKey) {
+    invocation
+        .key(key.value())
+        .key(key.lease())
+        .key(key.fence())
+        .key(key.source_version());
 }
 
 fn millis(duration: Duration) -> u64 {
