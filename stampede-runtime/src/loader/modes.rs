@@ -20,20 +20,11 @@ where
     {
         let inner = &self.inner;
         // Boxed where they are rare, so a waiting caller does not carry a whole load.
-        let leader = if inner.policy.coalesce() {
-            let leader = match inner.lead_or_wait(&key).await {
-                Turn::Lead(leader) => leader,
-                Turn::Answered(shared) => return shared,
-            };
-            if let Some(value) = inner.stored_since(&key, seen) {
-                leader.settle(Ok(value.clone()), |_| {});
-                return Ok(value);
-            }
-            leader
-        } else {
-            // Uncoalesced, a load is still its own task: a caller that gives up must not
-            // cancel it, or an origin slower than the deadline would never be cached.
-            inner.flights.start(&key)
+        // Uncoalesced, a load is still its own task: a caller that gives up must not cancel
+        // it, or an origin slower than the deadline would never be cached.
+        let leader = match inner.lead_miss(&key, seen).await {
+            Turn::Lead(leader) => leader,
+            Turn::Answered(shared) => return shared,
         };
         let waiter = leader.waiter();
         match spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
@@ -58,19 +49,10 @@ where
         Fut: Future<Output = Result<V, E>>,
     {
         let inner = &self.inner;
-        if !inner.policy.coalesce() {
-            let leader = inner.flights.start(&key);
-            return inner.run_inline(key, leader, origin).await;
+        match inner.lead_miss(&key, seen).await {
+            Turn::Lead(leader) => inner.run_inline(key, leader, origin).await,
+            Turn::Answered(shared) => shared,
         }
-        let leader = match inner.lead_or_wait(&key).await {
-            Turn::Lead(leader) => leader,
-            Turn::Answered(shared) => return shared,
-        };
-        if let Some(value) = inner.stored_since(&key, seen) {
-            leader.settle(Ok(value.clone()), |_| {});
-            return Ok(value);
-        }
-        inner.run_inline(key, leader, origin).await
     }
 
     /// Starts one refresh of `current` in the background, unless one is running.
@@ -137,6 +119,26 @@ where
     V: Clone + Send + Sync + 'static,
     E: Clone + Send + Sync + 'static,
 {
+    /// This caller's part in a miss, in either leader mode: the leader of a new load
+    /// (always, without coalescing), or an answer: the running load's, or a fresh value
+    /// another flight stored after this caller read memory (`seen`).
+    pub(super) async fn lead_miss(&self, key: &K, seen: Option<u64>) -> Turn<K, V, E> {
+        if !self.policy.coalesce() {
+            return Turn::Lead(self.flights.start(key));
+        }
+        let leader = match self.lead_or_wait(key).await {
+            Turn::Lead(leader) => leader,
+            answered => return answered,
+        };
+        match self.stored_since(key, seen) {
+            Some(value) => {
+                leader.settle(Ok(value.clone()), |_| {});
+                Turn::Answered(Ok(value))
+            }
+            None => Turn::Lead(leader),
+        }
+    }
+
     /// Joins `key`'s flight until this caller either leads it or has the leader's answer.
     pub(super) async fn lead_or_wait(&self, key: &K) -> Turn<K, V, E> {
         let mut joined = false;
