@@ -237,6 +237,76 @@ async fn corrupt_foreign_or_untimed_bytes_are_a_miss_never_a_panic() {
     assert!(stats.decode_failures >= 1, "{stats:?}");
 }
 
+/// One value type as two builds define it: the same fields, in another order.
+mod build_one {
+    #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    pub struct Price {
+        pub net: u64,
+        pub gross: u64,
+    }
+}
+mod build_two {
+    #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    pub struct Price {
+        pub gross: u64,
+        pub net: u64,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_written_as_another_type_is_a_miss_not_a_misread() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let policy = || {
+        Policy::builder("price")
+            .fresh(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    };
+    // Two builds of one service during a deploy: same cache name and version, and a value
+    // type whose bytes the other build would decode without an error, swapped.
+    let (old, new) = (
+        replica(Backend::redis(redis.url())),
+        replica(Backend::redis(redis.url())),
+    );
+    let old_cache: Cache<u64, build_one::Price, AppError> =
+        Cache::builder(policy()).runtime(&old).build();
+    let new_cache: Cache<u64, build_two::Price, AppError> =
+        Cache::builder(policy()).runtime(&new).build();
+    let stored = bounded(old_cache.load(1, || async {
+        Ok(build_one::Price {
+            net: 100,
+            gross: 119,
+        })
+    }))
+    .await;
+    assert_eq!(
+        stored,
+        Ok(build_one::Price {
+            net: 100,
+            gross: 119
+        })
+    );
+    let read = bounded(new_cache.load(1, || async {
+        Ok(build_two::Price {
+            gross: 119,
+            net: 100,
+        })
+    }))
+    .await;
+    assert_eq!(
+        read,
+        Ok(build_two::Price {
+            gross: 119,
+            net: 100
+        }),
+        "loaded by the new build, not misread from the old one's bytes"
+    );
+    let stats = new.backend_stats().unwrap();
+    assert!(stats.decode_failures >= 1, "{stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_killed_every_caller_is_answered_once_per_key_per_replica_then_sharing_resumes()
 {

@@ -33,6 +33,7 @@
 //!   turns an outage into instant failures, and a heartbeat recovers without callers.
 // The loader reaches the shared store only once it is wired in; until then only tests do.
 #[allow(dead_code)]
+pub(crate) mod fingerprint;
 pub(crate) mod keys;
 pub(crate) mod memory;
 #[allow(dead_code)]

@@ -276,7 +276,7 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
 
 /// Decodes an envelope read from `store`; bytes that are not a usable envelope are a miss,
 /// logged at warn level and counted, never a panic.
-pub(crate) fn decode_envelope<V: DeserializeOwned>(
+pub(crate) fn decode_envelope<V: DeserializeOwned + 'static>(
     store: &dyn SharedStore,
     wire: &Wire,
     key: &EntryKey,

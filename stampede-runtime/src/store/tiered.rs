@@ -181,7 +181,7 @@ impl<K, V> Clone for Codec<K, V> {
 
 impl<K, V> Copy for Codec<K, V> {}
 
-impl<K: Serialize, V: Serialize + DeserializeOwned> Codec<K, V> {
+impl<K: Serialize, V: Serialize + DeserializeOwned + 'static> Codec<K, V> {
     pub(crate) fn new() -> Self {
         Codec {
             key: |prefix, name, version, key| EntryKey::new(prefix, name, version, key),

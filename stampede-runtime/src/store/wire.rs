@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "STPD" (refuses bytes that are not ours)
-//!      4     1  format version (1); an unknown one is a miss, never a guess
+//!      4     1  format version (2); an unknown one is a miss, never a guess
 //!      5     8  fresh_until   Unix ms, big-endian  ┐ server time (see `shared`),
 //!     13     8  stale_until   Unix ms              │ so replicas with skewed clocks
 //!     21     8  keep_until    Unix ms (= the PX)   │ agree on what is fresh
@@ -12,7 +12,8 @@
 //!     45     8  fence         u64, the lease or read fence the value was published under
 //!     53     1  1 if a source version follows, else 0
 //!     54    20  source version, 20 ASCII decimal digits (zeros when absent)
-//!     74     …  the value: bincode 2 (serde, standard config)
+//!     74     8  the value type's fingerprint (see `fingerprint`)
+//!     82     …  the value: bincode 2 (serde, standard config)
 //! ```
 //! The header has a fixed size and big-endian integers because the Lua scripts read it:
 //! `stale_until` to tell whether anything servable is there, `fence` to restart a lost
@@ -20,9 +21,12 @@
 //! version is decimal text because Lua numbers are doubles: the scripts compare it in two
 //! 10-digit halves, exact for every `u64`, where a double would round above 2^53.
 //!
-//! Decoding never panics and never trusts a length it has not checked: bytes of the wrong
-//! magic, version, size or type are a [`WireError`], which the caller counts and logs at
+//! bincode's bytes carry no types, so a value written by a build whose value type differs
+//! could decode without an error and mean something else; the fingerprint turns that into
+//! a miss. Decoding never panics and never trusts a length it has not checked: bytes of
+//! the wrong magic, version, size or type are a [`WireError`], which the caller counts and logs at
 //! warn level and treats as a miss.
+use super::fingerprint;
 use bincode::config::{self, Configuration, Limit};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -30,8 +34,8 @@ use std::fmt;
 
 const MAGIC: &[u8; 4] = b"STPD";
 /// Bumped whenever the layout above changes; old replicas then miss instead of misreading.
-pub(crate) const FORMAT_VERSION: u8 = 1;
-pub(crate) const HEADER_LEN: usize = 74;
+pub(crate) const FORMAT_VERSION: u8 = 2;
+pub(crate) const HEADER_LEN: usize = 82;
 /// The largest value a shared store accepts unless configured otherwise.
 pub(crate) const DEFAULT_MAX_VALUE_BYTES: usize = 8 << 20;
 /// bincode's own allocation bound; the configured limit is checked against the bytes first.
@@ -96,6 +100,11 @@ pub(crate) enum WireError {
     Value(String),
     /// The value decoded but left bytes over: written as another type.
     TrailingBytes(usize),
+    /// Written as a value type of another shape (a build with other code).
+    OtherType {
+        found: u64,
+        expected: u64,
+    },
 }
 
 impl fmt::Display for WireError {
@@ -110,6 +119,10 @@ impl fmt::Display for WireError {
             }
             WireError::Value(e) => write!(f, "value does not decode: {e}"),
             WireError::TrailingBytes(n) => write!(f, "value leaves {n} bytes undecoded"),
+            WireError::OtherType { found, expected } => write!(
+                f,
+                "value written as another type (fingerprint {found:016x}, this build's is {expected:016x})"
+            ),
         }
     }
 }
@@ -137,7 +150,7 @@ impl Wire {
 
     /// The envelope's bytes; a value over the limit is refused here too, so one replica
     /// cannot store what every other replica would refuse to read.
-    pub(crate) fn encode<V: Serialize>(
+    pub(crate) fn encode<V: Serialize + DeserializeOwned + 'static>(
         &self,
         header: &Header,
         value: &V,
@@ -157,6 +170,7 @@ impl Wire {
         bytes.extend_from_slice(&header.fence.to_be_bytes());
         bytes.push(u8::from(header.source_version.is_some()));
         bytes.extend_from_slice(version_digits(header.source_version.unwrap_or(0)).as_bytes());
+        bytes.extend_from_slice(&fingerprint::of::<V>().to_be_bytes());
         debug_assert_eq!(bytes.len(), HEADER_LEN);
         bincode::serde::encode_into_std_write(value, &mut bytes, bincode_config::<BINCODE_LIMIT>())
             .map_err(|e| WireError::Value(e.to_string()))?;
@@ -225,11 +239,16 @@ impl Wire {
     }
 
     /// The header and the value; any fault is an error, never a panic.
-    pub(crate) fn decode<V: DeserializeOwned>(
+    pub(crate) fn decode<V: DeserializeOwned + 'static>(
         &self,
         bytes: &[u8],
     ) -> Result<(Header, V), WireError> {
         let header = self.header(bytes)?;
+        let found = u64::from_be_bytes(bytes[74..HEADER_LEN].try_into().expect("8 bytes"));
+        let expected = fingerprint::of::<V>();
+        if found != expected {
+            return Err(WireError::OtherType { found, expected });
+        }
         let body = &bytes[HEADER_LEN..];
         if body.len() > self.max_value_bytes {
             return Err(WireError::Oversized {

@@ -36,6 +36,10 @@ fn an_envelope_round_trips_with_its_header() {
     assert_eq!(&bytes[..4], b"STPD");
     assert_eq!(&bytes[54..74], b"18446744073709551615");
     assert_eq!(
+        bytes[74..82],
+        super::fingerprint::of::<Profile>().to_be_bytes()
+    );
+    assert_eq!(
         wire.decode::<Profile>(&bytes).unwrap(),
         (header(), profile())
     );
@@ -51,11 +55,14 @@ fn an_envelope_round_trips_with_its_header() {
 fn unknown_versions_and_foreign_bytes_are_errors() {
     let wire = Wire::default();
     let mut bytes = wire.encode(&header(), &profile()).unwrap();
-    bytes[4] = 2;
-    assert_eq!(
-        wire.decode::<Profile>(&bytes),
-        Err(WireError::UnknownVersion(2))
-    );
+    // Format 1 had no type fingerprint: a newer build misses on it rather than guessing.
+    for old_or_future in [1, 3] {
+        bytes[4] = old_or_future;
+        assert_eq!(
+            wire.decode::<Profile>(&bytes),
+            Err(WireError::UnknownVersion(old_or_future))
+        );
+    }
     assert_eq!(
         wire.decode::<Profile>(b"hello world"),
         Err(WireError::NotAnEnvelope)
@@ -108,22 +115,83 @@ fn a_value_of_another_type_is_an_error() {
     assert!(wire.decode::<Profile>(&bytes).is_err());
 }
 
+mod old {
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    pub struct Price {
+        pub net: u64,
+        pub gross: u64,
+    }
+}
+mod new {
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    pub struct Price {
+        pub gross: u64,
+        pub net: u64,
+    }
+}
+
+#[test]
+fn bytes_that_would_decode_as_another_type_are_refused_by_the_fingerprint() {
+    let wire = Wire::default();
+    // bincode alone reads these without complaint, and wrongly.
+    let swapped = wire
+        .encode(
+            &header(),
+            &old::Price {
+                net: 100,
+                gross: 119,
+            },
+        )
+        .unwrap();
+    let body = &swapped[HEADER_LEN..];
+    assert_eq!(
+        decode_value::<new::Price>(body).unwrap().0,
+        new::Price {
+            gross: 100,
+            net: 119
+        }
+    );
+    assert!(matches!(
+        wire.decode::<new::Price>(&swapped),
+        Err(WireError::OtherType { .. })
+    ));
+    let number = wire.encode(&header(), &5u64).unwrap();
+    assert_eq!(decode_value::<u8>(&number[HEADER_LEN..]).unwrap().0, 5);
+    assert!(matches!(
+        wire.decode::<u8>(&number),
+        Err(WireError::OtherType { .. })
+    ));
+    // The same shape still reads.
+    assert_eq!(
+        wire.decode::<old::Price>(&swapped).unwrap().1,
+        old::Price {
+            net: 100,
+            gross: 119
+        }
+    );
+}
+
 #[test]
 fn a_length_prefix_claiming_gigabytes_is_an_error_not_an_allocation() {
     let wire = Wire::default();
-    let mut bytes = wire.encode(&header(), &Vec::<u8>::new()).unwrap();
-    bytes.truncate(HEADER_LEN);
-    // Varint tag 253 + u64: a vector of 2^62 bytes.
-    bytes.push(253);
-    bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());
-    assert!(wire.decode::<Vec<u8>>(&bytes).is_err());
-    assert!(wire.decode::<String>(&bytes).is_err());
+    for empty in [
+        wire.encode(&header(), &Vec::<u8>::new()),
+        wire.encode(&header(), &String::new()),
+    ] {
+        let mut bytes = empty.unwrap();
+        bytes.truncate(HEADER_LEN);
+        // Varint tag 253 + u64: a vector of 2^62 bytes.
+        bytes.push(253);
+        bytes.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        assert!(wire.decode::<Vec<u8>>(&bytes).is_err());
+        assert!(wire.decode::<String>(&bytes).is_err());
+    }
 }
 
 #[test]
 fn a_length_prefix_longer_than_the_body_is_refused_before_allocating() {
     let wire = Wire::default();
-    let mut bytes = wire.encode(&header(), &Vec::<u8>::new()).unwrap();
+    let mut bytes = wire.encode(&header(), &String::new()).unwrap();
     bytes.truncate(HEADER_LEN);
     // Varint tag 252 + u32: 512 MiB claimed by a body of a few bytes. Refused by the
     // limit, not by running out of bytes after allocating what was claimed.

@@ -337,7 +337,7 @@ async fn foreign_bytes_wrong_types_and_keys_without_ttl_never_wedge_a_key() {
 
     // Corrupt bytes where an envelope should be: returned, fail to decode, not servable.
     let corrupt = key("corrupt");
-    redis.cli(&["SET", corrupt.value(), "STPD\u{1}garbage"]);
+    redis.cli(&["SET", corrupt.value(), "STPD\u{2}garbage"]);
     let read = within(PROMPTLY, store.read(&corrupt, miss_lease()))
         .await
         .unwrap();

@@ -52,7 +52,7 @@ end
 -- The fields of a stored envelope the scripts decide on, or nil if it is not one of ours.
 -- Offsets are the envelope layout's plus one (Lua strings start at 1).
 local function header(envelope)
-  if envelope == nil or #envelope < 74 or string.sub(envelope, 1, 5) ~= 'STPD\1' then
+  if envelope == nil or #envelope < 82 or string.sub(envelope, 1, 5) ~= 'STPD\2' then
     return nil
   end
   local version = nil

@@ -1,0 +1,161 @@
+//! The fingerprint of a value type, written into every shared-store envelope.
+//!
+//! bincode writes no field names and no type tags, so bytes written as one type often
+//! decode as another without an error: a `String` reads as a `u64` length-prefix-first,
+//! two swapped `u64` fields read swapped, a `u32` field widened to `u64` reads fine until
+//! a large number. A replica built from new code would then serve an old replica's value
+//! as its own: a wrong answer. So each envelope carries a fingerprint of the type it was
+//! written as, and a replica whose type has another fingerprint treats it as a miss.
+//!
+//! The fingerprint hashes the type's serde *shape*, traced through its `Deserialize`
+//! implementation: container names, field names and order, variant names, and the
+//! primitive type of every leaf. Two builds of the same type agree; a changed field, a
+//! reordered struct, a renamed variant or another type altogether disagree. A type whose
+//! `Deserialize` cannot be traced (one that reads self-describing input such as
+//! `serde_json::Value`, or validates what it reads) falls back to its Rust type name,
+//! which still tells different types apart but not a changed definition under the same
+//! name; bumping the cache's `version` is the way to retire such values.
+use serde::de::DeserializeOwned;
+use serde_reflection::{Tracer, TracerConfig};
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
+
+/// The fingerprint of `V`, traced once per process and type.
+pub(crate) fn of<V: DeserializeOwned + 'static>() -> u64 {
+    static TRACED: OnceLock<RwLock<HashMap<TypeId, u64>>> = OnceLock::new();
+    let traced = TRACED.get_or_init(Default::default);
+    let id = TypeId::of::<V>();
+    if let Some(fingerprint) = traced.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
+        return *fingerprint;
+    }
+    let fingerprint = fnv1a(shape::<V>().as_bytes());
+    traced
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, fingerprint);
+    fingerprint
+}
+
+/// The traced shape as text, or the type name when it cannot be traced.
+fn shape<V: DeserializeOwned>() -> String {
+    // A `Deserialize` of the application's own may panic on the tracer's made-up input;
+    // that must cost it the shape, not the process.
+    let traced = std::panic::catch_unwind(|| {
+        let mut tracer = Tracer::new(TracerConfig::default());
+        let (format, _) = tracer.trace_simple_type::<V>().ok()?;
+        let registry = tracer.registry().ok()?;
+        Some(format!("shape {format:?} {registry:?}"))
+    });
+    match traced {
+        Ok(Some(shape)) => shape,
+        _ => format!("type {}", std::any::type_name::<V>()),
+    }
+}
+
+/// FNV-1a, 64 bits: stable across processes, builds and platforms, unlike `std`'s hashers.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    mod before {
+        #[derive(serde::Deserialize)]
+        pub struct Profile {
+            pub name: String,
+            pub visits: u64,
+        }
+    }
+    mod swapped {
+        #[derive(serde::Deserialize)]
+        pub struct Profile {
+            pub visits: u64,
+            pub name: String,
+        }
+    }
+    mod widened {
+        #[derive(serde::Deserialize)]
+        pub struct Profile {
+            pub name: String,
+            pub visits: u128,
+        }
+    }
+    mod moved {
+        #[derive(serde::Deserialize)]
+        pub struct Profile {
+            pub name: String,
+            pub visits: u64,
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)]
+    enum Status {
+        Active { since: u64 },
+        Gone,
+    }
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)]
+    enum StatusRenamed {
+        Active { since: u64 },
+        Deleted,
+    }
+
+    #[test]
+    fn a_changed_definition_changes_the_fingerprint() {
+        let base = of::<before::Profile>();
+        assert_eq!(base, of::<before::Profile>(), "stable within a process");
+        assert_ne!(base, of::<swapped::Profile>(), "fields reordered");
+        assert_ne!(base, of::<widened::Profile>(), "a field widened");
+        assert_ne!(of::<String>(), of::<u64>());
+        assert_ne!(of::<Vec<u8>>(), of::<String>());
+        assert_ne!(of::<Option<u64>>(), of::<u64>());
+        assert_ne!(of::<Status>(), of::<StatusRenamed>(), "a variant renamed");
+    }
+
+    #[test]
+    fn the_same_shape_agrees_wherever_the_type_lives() {
+        // What a new build of the same code computes: the module path is not part of it.
+        assert_eq!(of::<before::Profile>(), of::<moved::Profile>());
+    }
+
+    #[test]
+    fn every_variant_is_part_of_the_shape() {
+        assert!(shape::<Status>().contains("Gone"));
+        assert!(shape::<Status>().contains("since"));
+    }
+
+    #[test]
+    fn a_type_that_cannot_be_traced_falls_back_to_its_name() {
+        struct Picky;
+        impl<'de> Deserialize<'de> for Picky {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                if text == "yes" {
+                    Ok(Picky)
+                } else {
+                    Err(serde::de::Error::custom("not yes"))
+                }
+            }
+        }
+        assert!(
+            shape::<Picky>().starts_with("type "),
+            "{}",
+            shape::<Picky>()
+        );
+    }
+
+    #[test]
+    fn the_hash_is_fixed() {
+        // A change here changes every fingerprint a fleet has written.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
