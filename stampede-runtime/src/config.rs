@@ -62,7 +62,7 @@ use crate::policy::Policy;
 use crate::stats::{BackendStats, Observed, Stats};
 use crate::store::shared::{BreakerState, StoreError};
 use crate::store::tiered::Remote;
-use backend::{BackendLayer, BackendSettings, Kind};
+use backend::{BackendLayer, BackendSettings};
 use error::At;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -161,14 +161,12 @@ pub struct RuntimeBuilder {
 impl RuntimeBuilder {
     /// Where values are stored (default [`Backend::Memory`]).
     pub fn backend(mut self, backend: Backend) -> Self {
-        let kind = match backend {
-            Backend::Memory => Kind::Memory,
-            Backend::Redis { .. } => Kind::Redis,
-            Backend::Tiered { .. } => Kind::Tiered,
-        };
+        // Both places are set, one of them to nothing, so code replaces whatever a file
+        // or the environment said about either.
         let layer = BackendLayer {
-            kind: Some(kind),
+            kind: Some(backend.kind()),
             url: Some(backend.url().map(str::to_owned)),
+            nodes: Some(backend.nodes().map(<[String]>::to_vec).unwrap_or_default()),
             ..BackendLayer::default()
         };
         self.backend

@@ -40,6 +40,18 @@ pub enum Backend {
         /// `redis://host:6379/0`, `rediss://…`.
         url: String,
     },
+    /// [`Backend::Redis`] on a Redis Cluster: each key's entries live on the master that
+    /// owns its slot.
+    RedisCluster {
+        /// Seed nodes, `redis://host:port` each; the client discovers the rest. List
+        /// more than one: the notice subscription moves only among the listed nodes.
+        nodes: Vec<String>,
+    },
+    /// [`Backend::Tiered`] on a Redis Cluster.
+    TieredCluster {
+        /// Seed nodes, `redis://host:port` each (see [`Backend::RedisCluster`]).
+        nodes: Vec<String>,
+    },
 }
 
 impl Backend {
@@ -53,11 +65,51 @@ impl Backend {
         Backend::Tiered { url: url.into() }
     }
 
-    /// The Redis URL, for the shared backends.
+    /// Values in the Redis Cluster reached through `nodes`, no process memory.
+    pub fn redis_cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Backend::RedisCluster {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Memory in front of the Redis Cluster reached through `nodes`.
+    pub fn tiered_cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Backend::TieredCluster {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The Redis URL, for the single-node shared backends.
     pub(crate) fn url(&self) -> Option<&str> {
         match self {
-            Backend::Memory => None,
             Backend::Redis { url } | Backend::Tiered { url } => Some(url),
+            _ => None,
+        }
+    }
+
+    /// The seed nodes, for the cluster backends.
+    pub(crate) fn nodes(&self) -> Option<&[String]> {
+        match self {
+            Backend::RedisCluster { nodes } | Backend::TieredCluster { nodes } => Some(nodes),
+            _ => None,
+        }
+    }
+
+    /// The file's `kind` for this backend.
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Backend::Memory => Kind::Memory,
+            Backend::Redis { .. } | Backend::RedisCluster { .. } => Kind::Redis,
+            Backend::Tiered { .. } | Backend::TieredCluster { .. } => Kind::Tiered,
+        }
+    }
+
+    /// For the shared backends, whether memory keeps copies in front of Redis.
+    pub(crate) fn keeps_memory(&self) -> Option<bool> {
+        match self.kind() {
+            Kind::Memory => None,
+            Kind::Redis => Some(false),
+            Kind::Tiered => Some(true),
         }
     }
 }
@@ -89,8 +141,6 @@ macro_rules! backend_settings {
 
         /// The backend settings, defaults filled in.
         #[derive(Debug, Clone, PartialEq)]
-        // `nodes` and `connect_timeout` wait for Redis Cluster support.
-        #[allow(dead_code)]
         pub(crate) struct BackendSettings {
             $($(#[doc = $doc])* pub(crate) $field: $ty,)*
         }
@@ -120,8 +170,11 @@ backend_settings! {
         Some(url) if !url.contains("://") => Err(format!("{key} must be a URL such as \"redis://127.0.0.1:6379\", not `{url}`")),
         _ => Ok(()),
     };
-    /// Redis Cluster seed nodes, instead of `url`.
-    nodes: Vec<String> = Vec::new(), check |key, nodes| nodes.iter().try_for_each(|n| filled(key, n));
+    /// Redis Cluster seed nodes (`redis://host:port` each), instead of `url`.
+    nodes: Vec<String> = Vec::new(), check |key, nodes| nodes.iter().try_for_each(|node| match node {
+        node if !node.contains("://") => Err(format!("{key} must be URLs such as \"redis://10.0.0.1:6379\", not `{node}`")),
+        node => filled(key, node),
+    });
     /// Prefix of every key and channel stampede writes (default `stampede`).
     prefix: String = "stampede".to_owned(), check |key, prefix| filled(key, prefix);
     /// How long one Redis command may take before it counts as failed (default 250ms).
@@ -155,34 +208,37 @@ fn filled(key: &str, text: &str) -> Result<(), String> {
 }
 
 impl BackendSettings {
-    /// The backend these settings describe. A shared kind needs a `url`; Redis Cluster
-    /// `nodes` are parsed and checked but refused until the cluster store exists, never
-    /// silently ignored.
+    /// The backend these settings describe. A shared kind needs one `url` or a list of
+    /// cluster `nodes`, never both.
     pub(crate) fn available(&self) -> Result<Backend, (&'static str, String)> {
-        if !self.nodes.is_empty() {
-            return Err((
+        let nodes = (!self.nodes.is_empty()).then(|| self.nodes.clone());
+        match (self.kind, &self.url, nodes) {
+            (_, Some(_), Some(_)) => Err((
                 "nodes",
-                "Redis Cluster `nodes` are not available in this version; give one `url`".into(),
-            ));
-        }
-        let url = || {
-            // Blamed on `kind`, the key that asked for a URL.
-            self.url.clone().ok_or((
-                "kind",
-                format!(
-                    "backend kind `{}` needs a `url` such as \"redis://127.0.0.1:6379\"",
-                    self.kind.as_str()
-                ),
-            ))
-        };
-        match self.kind {
-            Kind::Memory if self.url.is_some() => Err((
+                "give either one `url` (a single Redis) or `nodes` (a Redis Cluster), not both"
+                    .into(),
+            )),
+            (Kind::Memory, Some(_), None) => Err((
                 "url",
                 "a Redis `url` with the \"memory\" kind would be ignored; set `kind = \"redis\"` or `\"tiered\"`".into(),
             )),
-            Kind::Memory => Ok(Backend::Memory),
-            Kind::Redis => Ok(Backend::Redis { url: url()? }),
-            Kind::Tiered => Ok(Backend::Tiered { url: url()? }),
+            (Kind::Memory, None, Some(_)) => Err((
+                "nodes",
+                "Redis Cluster `nodes` with the \"memory\" kind would be ignored; set `kind = \"redis\"` or `\"tiered\"`".into(),
+            )),
+            (Kind::Memory, None, None) => Ok(Backend::Memory),
+            // Blamed on `kind`, the key that asked for a place to connect to.
+            (kind, None, None) => Err((
+                "kind",
+                format!(
+                    "backend kind `{}` needs a `url` such as \"redis://127.0.0.1:6379\" (or cluster `nodes`)",
+                    kind.as_str()
+                ),
+            )),
+            (Kind::Redis, Some(url), None) => Ok(Backend::redis(url)),
+            (Kind::Tiered, Some(url), None) => Ok(Backend::tiered(url)),
+            (Kind::Redis, None, Some(nodes)) => Ok(Backend::RedisCluster { nodes }),
+            (Kind::Tiered, None, Some(nodes)) => Ok(Backend::TieredCluster { nodes }),
         }
     }
 }

@@ -201,7 +201,7 @@ impl<'de> Deserializer<'de> for Text<'de> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Runtime;
+    use crate::config::{Backend, Runtime};
     use std::time::Duration;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
@@ -379,26 +379,69 @@ mod tests {
     }
 
     #[test]
-    fn redis_variables_fill_the_backend_table_and_stay_refused() {
+    fn redis_variables_fill_the_backend_table() {
         let builder = apply(
             Runtime::builder(),
             vars(&[
-                ("STAMPEDE_REDIS_NODES", "10.0.0.1:6379, 10.0.0.2:6379"),
+                (
+                    "STAMPEDE_REDIS_NODES",
+                    "redis://10.0.0.1:6379, redis://10.0.0.2:6379",
+                ),
                 ("STAMPEDE_REDIS_PREFIX", "shop"),
                 ("STAMPEDE_REDIS_BREAKER_COOLDOWN", "2s"),
             ]),
         )
         .unwrap();
         let settings = builder.backend.value.resolve().unwrap();
-        assert_eq!(settings.nodes, ["10.0.0.1:6379", "10.0.0.2:6379"]);
+        assert_eq!(
+            settings.nodes,
+            ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]
+        );
         assert_eq!(settings.prefix, "shop");
         assert_eq!(settings.breaker_cooldown, Duration::from_secs(2));
         assert_eq!(settings.max_value_bytes, 8 * 1024 * 1024, "the default");
-        let error = builder.build().unwrap_err();
+        // Nodes without a shared kind would be ignored: refused, under the variable.
+        let error = builder.clone().build().unwrap_err();
         assert_eq!(error.key(), Some("STAMPEDE_REDIS_NODES"));
-        assert!(
-            error.message().contains("not available in this version"),
-            "{error}"
+        assert!(error.message().contains("\"memory\" kind"), "{error}");
+        let settings = apply(builder, vars(&[("STAMPEDE_BACKEND", "tiered")]))
+            .unwrap()
+            .backend
+            .value
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            settings.available(),
+            Ok(Backend::tiered_cluster([
+                "redis://10.0.0.1:6379",
+                "redis://10.0.0.2:6379"
+            ]))
         );
+    }
+
+    #[test]
+    fn cluster_nodes_must_be_urls_and_exclude_a_url() {
+        let error = apply(
+            Runtime::builder(),
+            vars(&[
+                ("STAMPEDE_BACKEND", "redis"),
+                ("STAMPEDE_REDIS_NODES", "10.0.0.1:6379"),
+            ]),
+        )
+        .and_then(RuntimeBuilder::build)
+        .unwrap_err();
+        assert_eq!(error.key(), Some("STAMPEDE_REDIS_NODES"));
+        assert!(error.message().contains("redis://"), "{error}");
+        let error = apply(
+            Runtime::builder(),
+            vars(&[
+                ("STAMPEDE_BACKEND", "redis"),
+                ("STAMPEDE_REDIS_URL", "redis://10.0.0.9:6379"),
+                ("STAMPEDE_REDIS_NODES", "redis://10.0.0.1:6379"),
+            ]),
+        )
+        .and_then(RuntimeBuilder::build)
+        .unwrap_err();
+        assert!(error.message().contains("not both"), "{error}");
     }
 }

@@ -28,7 +28,7 @@ mod shared;
 
 use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
-use crate::config::{Backend, Runtime};
+use crate::config::Runtime;
 use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
@@ -207,17 +207,15 @@ where
         };
         let shared = match (&runtime, self.codec) {
             (Ok(runtime), Some(codec)) => {
-                let keeps_memory = match runtime.backend() {
-                    Backend::Memory => None,
-                    Backend::Redis { .. } => Some(false),
-                    Backend::Tiered { .. } => Some(true),
-                };
-                keeps_memory.map(|keeps_memory| SharedSide {
-                    runtime: runtime.clone(),
-                    codec,
-                    keeps_memory,
-                    tier: OnceLock::new(),
-                })
+                runtime
+                    .backend()
+                    .keeps_memory()
+                    .map(|keeps_memory| SharedSide {
+                        runtime: runtime.clone(),
+                        codec,
+                        keeps_memory,
+                        tier: OnceLock::new(),
+                    })
             }
             _ => None,
         };

@@ -57,13 +57,18 @@ impl Remote {
     }
 
     fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
-        let url = settings
-            .url
-            .clone()
-            .ok_or_else(|| StoreError::Backend("no Redis url".into()))?;
-        let mut config = RedisConfig::new(url);
+        let mut config = match (&settings.url, settings.nodes.as_slice()) {
+            (Some(url), []) => RedisConfig::new(url.clone()),
+            (None, nodes @ [_, ..]) => RedisConfig::cluster(nodes.iter().cloned()),
+            _ => {
+                return Err(StoreError::Backend(
+                    "a shared store needs one Redis url or a list of cluster nodes".into(),
+                ))
+            }
+        };
         config.prefix = settings.prefix.clone();
         config.response_timeout = settings.response_timeout;
+        config.connect_timeout = settings.connect_timeout;
         config.breaker_failures = settings.breaker_failures;
         config.breaker_cooldown = settings.breaker_cooldown;
         let store = RedisStore::connect(config)?;

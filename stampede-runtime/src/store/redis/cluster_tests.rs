@@ -529,6 +529,7 @@ async fn wake_up_latency_of_plain_and_sharded_notices() {
         &cluster.node_urls()[0],
         Patience {
             response_timeout: PROMPTLY,
+            connect_timeout: PROMPTLY,
         },
         push_sender,
     )

@@ -45,6 +45,10 @@ pub(crate) enum Connection {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Patience {
     pub(crate) response_timeout: Duration,
+    /// How long establishing a connection (TCP, TLS, HELLO) may take. It runs in the
+    /// background of the calls that wait on it, each of which still gives up at its own
+    /// response timeout, so a slow handshake fails calls without being abandoned.
+    pub(crate) connect_timeout: Duration,
 }
 
 impl Connection {
@@ -62,13 +66,13 @@ impl Connection {
                     .retries(4)
                     .min_retry_wait(5)
                     .max_retry_wait(50)
-                    .connection_timeout(patience.response_timeout)
+                    .connection_timeout(patience.connect_timeout)
                     .response_timeout(patience.response_timeout)
                     .build()?;
                 Ok(Self::Cluster(
                     client.get_pending_async_connection_with_config(
                         ClusterConfig::new()
-                            .set_connection_timeout(patience.response_timeout)
+                            .set_connection_timeout(patience.connect_timeout)
                             .set_response_timeout(patience.response_timeout),
                     ),
                 ))
@@ -108,7 +112,7 @@ impl ConnectionLike for Connection {
 fn node_config(patience: Patience) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_response_timeout(Some(patience.response_timeout))
-        .set_connection_timeout(Some(patience.response_timeout))
+        .set_connection_timeout(Some(patience.connect_timeout))
         .set_number_of_retries(1)
 }
 

@@ -83,6 +83,7 @@ use tokio::task::JoinHandle;
 
 /// Unless configured: how long one call may take before it counts as failed.
 pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Unless configured: consecutive failures that open the breaker.
 pub(crate) const DEFAULT_BREAKER_FAILURES: u32 = 3;
 /// Unless configured: how long the breaker stays open before a probe.
@@ -102,6 +103,7 @@ pub(crate) struct RedisConfig {
     /// The first segment of every key, and the notice channel's name.
     pub(crate) prefix: String,
     pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     pub(crate) breaker_failures: u32,
     pub(crate) breaker_cooldown: Duration,
     pub(crate) heartbeat: Duration,
@@ -125,6 +127,7 @@ impl RedisConfig {
             target,
             prefix: "stampede".into(),
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             breaker_failures: DEFAULT_BREAKER_FAILURES,
             breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
             heartbeat: DEFAULT_HEARTBEAT,
@@ -207,6 +210,7 @@ impl RedisStore {
         // The store's own deadline bounds every call; the client's are a backstop.
         let patience = Patience {
             response_timeout: config.response_timeout,
+            connect_timeout: config.connect_timeout,
         };
         let connection = Connection::open(&config.target, patience).map_err(backend)?;
         let (push_sender, pushes) = mpsc::unbounded_channel();

@@ -1,0 +1,138 @@
+//! The redis and tiered backends on a local three-master Redis Cluster that the test
+//! starts for itself (skipped, loudly, without `redis-server`; `STAMPEDE_REQUIRE_REDIS=1`
+//! makes that a failure). Each `Runtime` is one replica.
+mod common;
+
+use common::{bounded, AppError};
+use stampede::{Backend, Cache, Policy, Runtime};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use testkit::RedisCluster;
+
+const KEYS: u64 = 60;
+
+fn replica(backend: Backend) -> Runtime {
+    Runtime::builder().backend(backend).build().unwrap()
+}
+
+fn cache(runtime: &Runtime) -> Cache<u64, String, AppError> {
+    let policy = Policy::builder("spread")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    Cache::builder(policy).runtime(runtime).build()
+}
+
+async fn load(cache: &Cache<u64, String, AppError>, calls: &Arc<AtomicUsize>, key: u64) -> String {
+    let calls = calls.clone();
+    bounded(cache.load(key, move || async move {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(format!("value {key}"))
+    }))
+    .await
+    .unwrap()
+}
+
+/// How many of our value keys each master holds.
+fn keys_per_master(cluster: &RedisCluster) -> Vec<usize> {
+    (0..3)
+        .map(|i| {
+            let scanned = cluster.cli(i, &["--scan", "--pattern", "stampede:{spread*}"]);
+            scanned.lines().count()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_values_spread_over_every_shard() {
+    let Some(cluster) = RedisCluster::start() else {
+        return;
+    };
+    let (one, other) = (
+        replica(Backend::redis_cluster(cluster.node_urls())),
+        replica(Backend::tiered_cluster(cluster.node_urls())),
+    );
+    let (first, second) = (cache(&one), cache(&other));
+    let calls = Arc::new(AtomicUsize::new(0));
+    for key in 0..KEYS {
+        assert_eq!(load(&first, &calls, key).await, format!("value {key}"));
+    }
+    for key in 0..KEYS {
+        assert_eq!(load(&second, &calls, key).await, format!("value {key}"));
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        KEYS as usize,
+        "one origin call per key for the fleet"
+    );
+    let spread = keys_per_master(&cluster);
+    assert!(
+        spread.iter().all(|&n| n > 0),
+        "keys on every master: {spread:?}"
+    );
+    assert_eq!(spread.iter().sum::<usize>(), KEYS as usize);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_costs_only_its_own_keys_until_it_returns() {
+    let Some(mut cluster) = RedisCluster::start() else {
+        return;
+    };
+    let runtime = replica(Backend::redis_cluster(cluster.node_urls()));
+    let cache = cache(&runtime);
+    let calls = Arc::new(AtomicUsize::new(0));
+    for key in 0..KEYS {
+        load(&cache, &calls, key).await;
+    }
+    // Which master holds which key, read from the masters themselves.
+    let mut owner = BTreeMap::new();
+    for i in 0..3 {
+        let scanned = cluster.cli(i, &["--scan", "--pattern", "stampede:{spread*}"]);
+        for line in scanned.lines() {
+            owner.insert(line.to_owned(), i);
+        }
+    }
+    let on_dead = owner.values().filter(|&&i| i == 0).count();
+    assert!(on_dead > 0, "master 0 holds some keys: {owner:?}");
+
+    cluster.kill(0);
+    let before = calls.load(Ordering::SeqCst);
+    for key in 0..KEYS {
+        assert_eq!(load(&cache, &calls, key).await, format!("value {key}"));
+    }
+    let local_loads = calls.load(Ordering::SeqCst) - before;
+    // The dead shard's keys are loaded here; the others are still served by their masters.
+    // (Each dead key may cost one load per call while it is gone, but here one call each.)
+    assert_eq!(local_loads, on_dead, "only the dead master's keys reloaded");
+
+    cluster.restart(0);
+    // Back (with no keys: the master kept none): what one replica loads now reaches
+    // another through every master, the restarted one included, within a few seconds.
+    let (other, third) = (
+        replica(Backend::redis_cluster(cluster.node_urls())),
+        replica(Backend::redis_cluster(cluster.node_urls())),
+    );
+    let (second, last) = (self::cache(&other), self::cache(&third));
+    bounded(async {
+        loop {
+            let (loaded, shared) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            for key in 0..KEYS {
+                load(&second, &loaded, key).await;
+            }
+            for key in 0..KEYS {
+                load(&last, &shared, key).await;
+            }
+            if shared.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        keys_per_master(&cluster).iter().sum::<usize>(),
+        KEYS as usize
+    );
+}
