@@ -9,9 +9,11 @@
 //! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
 //!
-//! `--flush` runs the many-keys scenario instead (`flush.rs`); `--chart herd.svg` also
-//! draws origin calls per 100 ms for each strategy (`chart.rs`).
+//! `--flush` runs the many-keys scenario instead (`flush.rs`), `--fleet N` the herd across
+//! N replicas sharing one Redis (`fleet.rs`); `--chart herd.svg` also draws origin calls
+//! per 100 ms for each strategy (`chart.rs`).
 mod chart;
+mod fleet;
 mod flush;
 
 use stampede::cached;
@@ -41,7 +43,10 @@ One hot key under steady load, once per strategy:
 Values are fresh for 500 ms (the strategies' #[cached] attributes).
 
 --flush: many keys expiring together, with and without an admission limit
-(`herd --flush --help` lists its flags).";
+(`herd --flush --help` lists its flags).
+
+--fleet N: the herd across N replicas sharing one Redis (or, with --cluster, a local
+Redis Cluster), with and without the fleet lease (`herd --fleet 1 --help`).";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings {
@@ -283,6 +288,9 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
 
 fn main() -> ExitCode {
     if let Some(code) = flush::dispatch(std::env::args().skip(1)) {
+        return code;
+    }
+    if let Some(code) = fleet::dispatch(std::env::args().skip(1)) {
         return code;
     }
     let settings = match parse(std::env::args().skip(1)) {
