@@ -1,10 +1,12 @@
 //! What a hit costs on the shared backends, each against its baseline in one run:
 //! - the redis backend (every call reads Redis: one script call and a decode) against a
 //!   raw `GET` of the same bytes on the same kind of connection (a `ConnectionManager`);
-//! - a tiered hit (served from memory) against a hit of the memory backend.
+//! - a tiered hit (served from memory) against a hit of the memory backend;
+//! - the redis backend on a local three-master Redis Cluster against the same on one node
+//!   (the cluster client routes by slot; the key's master answers alone).
 //!
-//! Starts its own `redis-server` on a free loopback port; without one it says so and
-//! measures nothing.
+//! Starts its own `redis-server` (and a cluster) on free loopback ports; without one it
+//! says so and measures nothing.
 //!
 //! `cargo bench --bench shared_hit`
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -12,7 +14,7 @@ use redis::aio::ConnectionManager;
 use stampede::{Backend, Cache, Policy, Runtime};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use testkit::RedisServer;
+use testkit::{RedisCluster, RedisServer};
 
 const KEY: u64 = 42;
 
@@ -117,7 +119,22 @@ fn shared_hit(c: &mut Criterion) {
             })
         })
     });
+    let cluster = RedisCluster::start().expect("redis-server runs, so a cluster starts");
+    let cluster_cache = cache(
+        &replica(Backend::redis_cluster(cluster.node_urls())),
+        "bench-cluster",
+    );
+    let filled = tokio.block_on(cluster_cache.load(KEY, || async { Ok(value()) }));
+    assert_eq!(filled.as_deref(), Ok(value().as_str()));
+    group.bench_function("stampede redis backend hit, 3-master cluster", |b| {
+        b.iter_custom(|iters| {
+            timed(&tokio, iters, || {
+                cluster_cache.load(KEY, || async { unreachable!("a shared hit") })
+            })
+        })
+    });
     group.finish();
+    drop(cluster);
     // Touch the connection so it outlives the group (and the server outlives both).
     drop(tokio.block_on(async { redis::cmd("PING").query_async::<String>(&mut raw).await }));
     drop(redis);
