@@ -73,6 +73,19 @@ async fn replicas_share_values_spread_over_every_shard() {
         "keys on every master: {spread:?}"
     );
     assert_eq!(spread.iter().sum::<usize>(), KEYS as usize);
+
+    // A cache-wide invalidation reaches every shard.
+    bounded(second.invalidate_all()).await.unwrap();
+    assert_eq!(keys_per_master(&cluster), [0, 0, 0]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    for key in 0..KEYS {
+        load(&first, &calls, key).await;
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        KEYS as usize,
+        "every key loads anew"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -237,6 +237,66 @@ async fn corrupt_foreign_or_untimed_bytes_are_a_miss_never_a_panic() {
     assert!(stats.decode_failures >= 1, "{stats:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalidate_all_reaches_every_replica_and_fences_loads_running_elsewhere() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (one, other) = (
+        replica(Backend::tiered(redis.url())),
+        replica(Backend::tiered(redis.url())),
+    );
+    let (first, second) = (cache(&one, "sweep"), cache(&other, "sweep"));
+    // Another cache under the same prefix, and one whose name starts like this one's.
+    let (bystander, prefixed) = (cache(&one, "keep"), cache(&one, "sweep-not"));
+    let origin = Counted::default();
+    for key in 0..50 {
+        origin.load(&first, key, "old").await.unwrap();
+        origin.load(&second, key, "unused").await.unwrap();
+    }
+    origin.load(&bystander, 1, "kept").await.unwrap();
+    origin.load(&prefixed, 1, "kept").await.unwrap();
+    assert_eq!(
+        origin.calls(),
+        52,
+        "the second replica was served from Redis"
+    );
+    // A load running on the second replica across the sweep.
+    let release = Arc::new(tokio::sync::Notify::new());
+    let started = Arc::new(tokio::sync::Notify::new());
+    let load = tokio::spawn({
+        let (second, release, started) = (second.clone(), release.clone(), started.clone());
+        async move {
+            second
+                .load(999, move || async move {
+                    started.notify_one();
+                    release.notified().await;
+                    Ok::<_, AppError>("before the sweep".to_owned())
+                })
+                .await
+        }
+    });
+    bounded(started.notified()).await;
+    bounded(first.invalidate_all()).await.unwrap();
+    release.notify_one();
+    assert_eq!(bounded(load).await.unwrap(), Ok("before the sweep".into()));
+    // Every replica's memory copy is gone (notices), and so is every entry in Redis.
+    let fresh = Counted::default();
+    eventually(|| (0..50).all(|key| second.peek(&key).is_none())).await;
+    for key in 0..50 {
+        assert_eq!(fresh.load(&second, key, "new").await, Ok("new".into()));
+    }
+    assert_eq!(
+        fresh.load(&first, 999, "new").await,
+        Ok("new".into()),
+        "the running load was fenced"
+    );
+    assert_eq!(fresh.calls(), 51);
+    assert_eq!(fresh.load(&bystander, 1, "x").await, Ok("kept".into()));
+    assert_eq!(fresh.load(&prefixed, 1, "x").await, Ok("kept".into()));
+    assert_eq!(fresh.calls(), 51, "other caches untouched");
+}
+
 /// One value type as two builds define it: the same fields, in another order.
 mod build_one {
     #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

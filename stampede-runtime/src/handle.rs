@@ -147,7 +147,8 @@ where
         self.cache().invalidate(key).await
     }
 
-    /// Drops every value of this replica (see [`Cache::invalidate_all`]).
+    /// Drops every value of this cache, in every replica on a shared backend (see
+    /// [`Cache::invalidate_all`]).
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.cache().invalidate_all().await
     }

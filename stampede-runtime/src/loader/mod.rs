@@ -354,19 +354,19 @@ where
         self.inner.invalidate_shared(key).await
     }
 
-    /// Drops every value in this process, with the same rule for running loads as
-    /// [`Cache::invalidate`]. On a shared backend, entries in Redis stay until they
-    /// expire or are invalidated by key, which the returned [`Error::Backend`] says.
+    /// Drops every value of this cache, with the same rule for running loads as
+    /// [`Cache::invalidate`]: in this process at once and, on a shared backend, in every
+    /// replica. The shared store is scanned for this cache's entries (`SCAN` on every
+    /// master, so it costs time in proportion to the store's keys) and each one is
+    /// invalidated as by key: its fence raised, its value dropped, tiered copies told.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it all: it applied here;
+    /// entries it listed but could not invalidate are queued like single invalidations,
+    /// and if it could not list them, nothing is queued and the call should be repeated.
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.inner.flights.invalidate_all();
         self.inner.store.invalidate_all();
-        match &self.inner.shared {
-            None => Ok(()),
-            Some(_) => Err(Error::Backend {
-                cache: self.inner.policy.name().clone(),
-                message: "invalidate_all drops this replica's values only; shared entries stay until they expire or are invalidated by key".into(),
-            }),
-        }
+        self.inner.invalidate_all_shared().await
     }
 }
 

@@ -127,6 +127,32 @@ where
     }
 }
 
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// This cache's part of `invalidate_all` on the shared store.
+    pub(super) async fn invalidate_all_shared(&self) -> Result<(), Error> {
+        if self.shared.is_none() {
+            return Ok(());
+        }
+        let backend = |message: String| Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        };
+        let Some(tier) = self.tier() else {
+            return Err(backend(
+                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
+            ));
+        };
+        tier.invalidate_all().await.map(drop).map_err(|error| {
+            backend(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
+        })
+    }
+}
+
 /// Keeps a cache's memory copies in line with the shared store: a notice from another
 /// replica drops the copy it names; a lost (or lagging) subscription drops every copy, and
 /// so does subscribing again, since notices sent in between were missed.

@@ -77,6 +77,36 @@ impl EntryKey {
         Ok(Self { value })
     }
 
+    /// A `SCAN MATCH` pattern for every key of every entry of one cache (`name`,
+    /// `version`) under `prefix`.
+    pub(crate) fn cache_pattern(prefix: &str, name: &str, version: u32) -> String {
+        let mut fixed = String::new();
+        escape_into(&mut fixed, prefix);
+        fixed.push_str(":{");
+        escape_into(&mut fixed, name);
+        write!(fixed, ":v{version}:").expect("writing to a String");
+        let mut pattern = String::with_capacity(fixed.len() + 8);
+        for c in fixed.chars() {
+            // Glob syntax that escaping for keys leaves bare.
+            if matches!(c, '*' | '?' | '\\' | '^') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push('*');
+        pattern
+    }
+
+    /// The entry a stored key (a value key, or its lease, fence or version mark) belongs
+    /// to. Braces inside names and keys are escaped, so the first `}` closes the hash tag.
+    pub(crate) fn of_stored(stored: &str) -> Option<Self> {
+        let close = stored.find('}')?;
+        let (value, rest) = stored.split_at(close + 1);
+        matches!(rest, "" | ":lease" | ":fence" | ":ver").then(|| Self {
+            value: value.to_owned(),
+        })
+    }
+
     /// The value's key: it holds the wire envelope.
     pub(crate) fn value(&self) -> &str {
         &self.value

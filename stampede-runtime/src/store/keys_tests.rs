@@ -285,3 +285,33 @@ proptest! {
         prop_assert!(value.ends_with(CLOSE), "{}", value);
     }
 }
+
+#[test]
+fn every_stored_key_of_an_entry_names_that_entry() {
+    for key in ["plain", "with } brace", "{tag}", "a:b", "lease"] {
+        let entry = EntryKey::new("pre*fix", "na?me", 3, key).unwrap();
+        for stored in [
+            entry.value().to_owned(),
+            entry.lease(),
+            entry.fence(),
+            entry.source_version(),
+        ] {
+            let found = EntryKey::of_stored(&stored).unwrap();
+            assert_eq!(found.value(), entry.value(), "{stored}");
+        }
+    }
+    assert!(EntryKey::of_stored("stampede:no-tag").is_none());
+    assert!(EntryKey::of_stored("stampede:{a:v0:1}:other").is_none());
+}
+
+#[test]
+fn the_cache_pattern_escapes_glob_syntax_in_prefix_and_name() {
+    assert_eq!(
+        EntryKey::cache_pattern("stampede", "user-profile", 2),
+        "stampede:{user-profile:v2:*"
+    );
+    assert_eq!(
+        EntryKey::cache_pattern("p*", "a?b\\c^", 0),
+        "p\\*:{a\\?b\\\\c\\^:v0:*"
+    );
+}

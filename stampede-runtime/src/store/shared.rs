@@ -257,6 +257,10 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
         fence: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
+    /// Every entry that has a key matching `pattern` (see [`EntryKey::cache_pattern`]),
+    /// on every node: what a cache-wide invalidation must reach.
+    fn entries<'a>(&'a self, pattern: &'a str) -> BoxFuture<'a, Result<Vec<EntryKey>, StoreError>>;
+
     /// Resolves on the next notice for `key`, or when the subscription drops. Register
     /// before re-reading, so a publish between the read and the wait is not missed.
     /// While the subscription is down it resolves at once with `SubscriptionLost`: a

@@ -114,6 +114,36 @@ impl Remote {
         taken
     }
 
+    /// Invalidates every entry whose keys match `pattern` (one cache's), each as
+    /// [`Remote::invalidate`] does: its fence raised, so a load running anywhere does not
+    /// store, its value dropped, tiered nodes told. Entries the store found but could not
+    /// take are queued like single invalidations; a scan that failed leaves nothing to
+    /// queue, and says so. The number of entries found.
+    pub(crate) async fn invalidate_all(&self, pattern: &str) -> Result<usize, StoreError> {
+        use futures_util::StreamExt;
+        self.replay().await?;
+        let entries = self.store.entries(pattern).await?;
+        let found = entries.len();
+        let store = &*self.store;
+        let failed: Vec<(EntryKey, StoreError)> = futures_util::stream::iter(entries)
+            .map(|key| async move {
+                let taken = store.invalidate(&key).await;
+                taken.err().map(|error| (key, error))
+            })
+            .buffer_unordered(16)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        let mut failed = failed.into_iter();
+        match failed.next() {
+            None => Ok(found),
+            Some((key, error)) => {
+                self.queue(std::iter::once(key).chain(failed.map(|(key, _)| key)));
+                Err(error)
+            }
+        }
+    }
+
     /// Invalidations waiting for the store.
     pub(crate) fn queued(&self) -> usize {
         self.queued
@@ -256,6 +286,14 @@ where
 
     pub(crate) fn forget_copies(&self) {
         self.copies.invalidate_all();
+    }
+
+    /// Invalidates every entry of this cache in the shared store; see
+    /// [`Remote::invalidate_all`].
+    pub(crate) async fn invalidate_all(&self) -> Result<usize, StoreError> {
+        let pattern = EntryKey::cache_pattern(&self.remote.prefix, &self.name, self.version);
+        self.forget_copies();
+        self.remote.invalidate_all(&pattern).await
     }
 
     /// Reads `key` from the shared store. `None` when the key cannot be addressed (its

@@ -436,6 +436,98 @@ impl Inner {
         }
         Ok(released == 1)
     }
+
+    /// Every entry with a key matching `pattern`, each once, from every master. A cluster's
+    /// masters are read from a fresh `CLUSTER SLOTS` first: a scan that skipped a master
+    /// would leave its entries behind.
+    async fn entries(&self, pattern: &str) -> Result<Vec<EntryKey>, StoreError> {
+        let masters = match &self.connection {
+            Connection::Node(_) => vec![String::new()],
+            Connection::Cluster(_) => {
+                let breaker = self.shards.breaker("");
+                let reply = self
+                    .call_through(
+                        &breaker,
+                        Retry::OnConnectionError,
+                        |connection| async move {
+                            let Connection::Cluster(mut cluster) = connection else {
+                                unreachable!("matched a cluster connection above")
+                            };
+                            let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
+                            cluster
+                                .route_command(
+                                    slots,
+                                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                                )
+                                .await
+                        },
+                    )
+                    .await?;
+                if !self.shards.update(&reply) {
+                    return Err(StoreError::Backend(
+                        "CLUSTER SLOTS gave no slot map to scan".into(),
+                    ));
+                }
+                self.shards.masters()
+            }
+        };
+        let mut found = std::collections::BTreeSet::new();
+        for master in masters {
+            let breaker = self.shards.breaker(&master);
+            let mut cursor = 0_u64;
+            loop {
+                let (next, keys): (u64, Vec<String>) = self
+                    .call_through(&breaker, Retry::OnConnectionError, |connection| {
+                        scan(connection, &master, cursor, pattern)
+                    })
+                    .await?;
+                found.extend(
+                    keys.iter()
+                        .filter_map(|key| EntryKey::of_stored(key))
+                        .map(|entry| entry.value().to_owned()),
+                );
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(found
+            .iter()
+            .filter_map(|value| EntryKey::of_stored(value))
+            .collect())
+    }
+}
+
+/// One `SCAN` step on the master at `address` (any node when it is `""`).
+async fn scan(
+    mut connection: Connection,
+    address: &str,
+    cursor: u64,
+    pattern: &str,
+) -> RedisResult<(u64, Vec<String>)> {
+    let mut command = redis::cmd("SCAN");
+    command
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(1000);
+    let target = address
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)));
+    match (&mut connection, target) {
+        (Connection::Cluster(cluster), Some((host, port))) => {
+            let reply = cluster
+                .route_command(
+                    command,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+                )
+                .await?;
+            Ok(redis::from_redis_value(reply)?)
+        }
+        _ => command.query_async(&mut connection).await,
+    }
 }
 
 /// Whether a call may be sent again after a connection error.
@@ -644,6 +736,10 @@ impl SharedStore for RedisStore {
         fence: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.inner.release(key, fence))
+    }
+
+    fn entries<'a>(&'a self, pattern: &'a str) -> BoxFuture<'a, Result<Vec<EntryKey>, StoreError>> {
+        Box::pin(self.inner.entries(pattern))
     }
 
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
