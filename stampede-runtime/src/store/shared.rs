@@ -104,7 +104,12 @@ impl ServerClock {
         Self { server_ms, at }
     }
 
-    /// The server's Unix milliseconds now, estimated (never ahead of the server).
+    /// How long ago the server's clock was read.
+    pub(crate) fn age(&self) -> std::time::Duration {
+        self.at.elapsed()
+    }
+
+    /// The server's Unix milliseconds now, estimated from the local monotonic clock.
     pub(crate) fn now_ms(&self) -> u64 {
         let elapsed = u64::try_from(self.at.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.server_ms.saturating_add(elapsed)

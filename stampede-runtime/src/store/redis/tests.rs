@@ -78,6 +78,92 @@ pub(super) fn miss_lease() -> Option<LeaseRequest> {
     })
 }
 
+/// How many times the server ran `command` (from `INFO commandstats`).
+fn calls_of(redis: &RedisServer, command: &str) -> u64 {
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_value_is_read_without_the_script_and_anything_else_with_it() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    let key = key("fast");
+    let first = store.read(&key, miss_lease()).await.unwrap();
+    let Lease::Granted { fence } = first.lease else {
+        panic!("{:?}", first.lease)
+    };
+    let stored = store
+        .publish(&key, publication(&first, fence, "ada", None))
+        .await;
+    assert_eq!(stored, Ok(Published::Stored));
+    let scripts = calls_of(&redis, "evalsha");
+
+    // Fresh, with a clock from the last script read: one MGET, and the same answer the
+    // script gives (value, the key's fence, no lease).
+    let fast = store.read(&key, miss_lease()).await.unwrap();
+    assert_eq!(value_of(&fast).as_deref(), Some("ada"));
+    assert_eq!(fast.lease, Lease::NotTaken);
+    let fence_now: u64 = redis.cli(&["GET", &key.fence()]).parse().unwrap();
+    assert_eq!(fast.fence, fence_now);
+    assert_eq!(calls_of(&redis, "evalsha"), scripts, "no script ran");
+    assert_eq!(calls_of(&redis, "mget"), 1);
+
+    // A refresh takes the lease whatever is stored: always the script.
+    let refresh = Some(LeaseRequest {
+        purpose: LeaseFor::Refresh,
+        ttl: Duration::from_secs(5),
+    });
+    assert!(matches!(
+        store.read(&key, refresh).await.unwrap().lease,
+        Lease::Granted { .. }
+    ));
+    assert_eq!(calls_of(&redis, "evalsha"), scripts + 1);
+
+    // No fence counter: the script, which makes one.
+    redis.cli(&["DEL", &key.fence()]);
+    store.read(&key, None).await.unwrap();
+    assert_eq!(calls_of(&redis, "evalsha"), scripts + 2);
+
+    // Near its fresh time (here: past it), the script decides.
+    let read = store.read(&key, None).await.unwrap();
+    let now = read.clock.now_ms();
+    let header = Header {
+        fresh_until_ms: now,
+        stale_until_ms: now + 20_000,
+        keep_until_ms: now + 60_000,
+        loaded_at_ms: now,
+        delta: 0.01,
+        fence: read.fence,
+        source_version: None,
+    };
+    let bytes = Wire::default().encode(&header, &"old".to_owned()).unwrap();
+    redis::cmd("SET")
+        .arg(key.value())
+        .arg(bytes)
+        .arg("PX")
+        .arg(60_000)
+        .exec_async(&mut store.inner.connection.clone())
+        .await
+        .unwrap();
+    let before = calls_of(&redis, "evalsha");
+    let stale = store.read(&key, None).await.unwrap();
+    assert_eq!(value_of(&stale).as_deref(), Some("old"));
+    assert_eq!(calls_of(&redis, "evalsha"), before + 1);
+
+    // Without a recent clock: the script.
+    *store.inner.clock.lock().unwrap() = None;
+    store.read(&key, None).await.unwrap();
+    assert_eq!(calls_of(&redis, "evalsha"), before + 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_published_value_round_trips_and_releases_the_lease() {
     let Some(redis) = RedisServer::start() else {
