@@ -86,8 +86,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
     let load = match plan.mode {
-        Mode::Detached => quote!(load_keyed),
-        Mode::Inline => quote!(load_inline_keyed),
+        Mode::Detached => quote!(#private::load_found),
+        Mode::Inline => quote!(#private::load_inline_found),
     };
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -146,17 +146,38 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         }
     } else {
         quote! {
-            __stampede_cache.#load(__stampede_key, #origin).await
+            #load(__stampede_cache, __stampede_key, __stampede_found, #origin).await
         }
     };
-    let call = match &plan.returns {
-        Returns::Result { .. } => call,
-        Returns::Value(_) => quote! {
-            match #call {
-                ::core::result::Result::Ok(value) => value,
-                ::core::result::Result::Err(error) => #private::origin_failed(error),
+    let (call, fresh) = match &plan.returns {
+        Returns::Result { .. } => (call, quote!(::core::result::Result::Ok(__stampede_value))),
+        Returns::Value(_) => (
+            quote! {
+                match #call {
+                    ::core::result::Result::Ok(value) => value,
+                    ::core::result::Result::Err(error) => #private::origin_failed(error),
+                }
+            },
+            quote!(__stampede_value),
+        ),
+    };
+    // An async function answers a fresh hit before it builds the load's future, origin and
+    // clones; a plain `fn`'s `load_blocking` does the same inside.
+    let call = if plan.sync {
+        quote! {
+            #take_clones
+            #call
+        }
+    } else {
+        quote! {
+            match #private::lookup(__stampede_cache, &__stampede_key) {
+                #private::Lookup::Fresh(__stampede_value) => #fresh,
+                #private::Lookup::Load(__stampede_found) => {
+                    #take_clones
+                    #call
+                }
             }
-        },
+        }
     };
 
     let mode_doc = match plan.mode {
@@ -193,7 +214,6 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
             let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
-            #take_clones
             let __stampede_other;
             let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_id, __stampede_make) {
                 ::core::option::Option::Some(cache) => cache,
