@@ -210,18 +210,17 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             // of a closure written here, by its name (which the handle can match) and its
             // type id (which tells apart instantiations whose names print alike).
             let __stampede_probe = || ();
-            let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
             let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
-            let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
             let __stampede_other;
-            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_id, __stampede_make) {
+            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_id) {
                 ::core::option::Option::Some(cache) => cache,
                 ::core::option::Option::None => {
-                    __stampede_other = __STAMPEDE_CACHES.other(
+                    let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
+                    __stampede_other = __STAMPEDE_CACHES.resolve(
                         __stampede_here,
                         __stampede_id,
-                        __stampede_make,
+                        || #private::cache_at(&#body_site, __stampede_here),
                         || #private::uncached_at(&#body_site, __stampede_here),
                     );
                     &__stampede_other
