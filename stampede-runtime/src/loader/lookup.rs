@@ -40,7 +40,7 @@ where
     /// The hit path: a lookup and a timestamp compare; the value moves out. Synchronous,
     /// so a caller can answer a fresh hit before it builds the future of a load; anything
     /// else is handed on whole, so the load does not look up again.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
         let now = inner.clock.now();
