@@ -169,14 +169,15 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             #call
         }
     } else {
+        // The lookup's result ends with its `let`, so it is not kept in the future across
+        // the load's `.await`.
         quote! {
-            match #private::lookup(__stampede_cache, &__stampede_key) {
-                #private::Lookup::Fresh(__stampede_value) => #fresh,
-                #private::Lookup::Load(__stampede_found) => {
-                    #take_clones
-                    #call
-                }
-            }
+            let __stampede_found = match #private::lookup(__stampede_cache, &__stampede_key) {
+                #private::Lookup::Fresh(__stampede_value) => return #fresh,
+                #private::Lookup::Load(found) => found,
+            };
+            #take_clones
+            #call
         }
     };
 
