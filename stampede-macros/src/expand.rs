@@ -86,8 +86,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
     let load = match plan.mode {
-        Mode::Detached => quote!(#private::load_found),
-        Mode::Inline => quote!(#private::load_inline_found),
+        Mode::Detached => quote!(load_found),
+        Mode::Inline => quote!(load_inline_found),
     };
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -146,11 +146,13 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         }
     } else {
         quote! {
-            #load(__stampede_cache, __stampede_key, __stampede_found, #origin).await
+            __stampede_cache.#load(__stampede_key, __stampede_found, #origin).await
         }
     };
-    let (call, fresh) = match &plan.returns {
-        Returns::Result { .. } => (call, quote!(::core::result::Result::Ok(__stampede_value))),
+    // Method calls on the cache, so that when the attribute already reported a type at
+    // fault, the compiler reports nothing more here.
+    let (call, lookup) = match &plan.returns {
+        Returns::Result { .. } => (call, quote!(lookup_answer)),
         Returns::Value(_) => (
             quote! {
                 match #call {
@@ -158,7 +160,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                     ::core::result::Result::Err(error) => #private::origin_failed(error),
                 }
             },
-            quote!(__stampede_value),
+            quote!(lookup_value),
         ),
     };
     // An async function answers a fresh hit before it builds the load's future, origin and
@@ -172,9 +174,9 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         // The lookup's result ends with its `let`, so it is not kept in the future across
         // the load's `.await`.
         quote! {
-            let __stampede_found = match #private::lookup(__stampede_cache, &__stampede_key) {
-                #private::Lookup::Fresh(__stampede_value) => return #fresh,
-                #private::Lookup::Load(found) => found,
+            let __stampede_found = match __stampede_cache.#lookup(&__stampede_key) {
+                #private::Lookup::Fresh(__stampede_answer) => return __stampede_answer,
+                #private::Lookup::Load(__stampede_found) => __stampede_found,
             };
             #take_clones
             #call

@@ -9,7 +9,6 @@ pub use crate::loader::{Lookup, Unanswered};
 use crate::policy::PolicyBuilder;
 use serde::Serialize;
 use std::any::TypeId;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -52,52 +51,6 @@ where
     E: SharedError,
 {
     handle.uncached_at(here)
-}
-
-/// The hit path of a cached function, run before it builds a load: a fresh value is
-/// answered here, without the future of a load, its origin or its clones.
-#[inline]
-pub fn lookup<K, V, E>(cache: &Cache<K, V, E>, key: &K) -> Lookup<V>
-where
-    K: CacheKey,
-    V: LocalValue,
-    E: SharedError,
-{
-    cache.lookup(key)
-}
-
-/// [`Cache::load_keyed`] after a [`lookup`] that did not answer.
-pub fn load_found<'a, K, V, E, F, Fut>(
-    cache: &'a Cache<K, V, E>,
-    key: K,
-    found: Unanswered<V>,
-    origin: F,
-) -> impl Future<Output = Result<V, E>> + use<'a, K, V, E, F, Fut>
-where
-    K: CacheKey,
-    V: LocalValue,
-    E: SharedError,
-    F: FnOnce(&K) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<V, E>> + Send + 'static,
-{
-    cache.load_found(key, found, origin)
-}
-
-/// [`Cache::load_inline_keyed`] after a [`lookup`] that did not answer.
-pub fn load_inline_found<'a, K, V, E, F, Fut>(
-    cache: &'a Cache<K, V, E>,
-    key: K,
-    found: Unanswered<V>,
-    origin: F,
-) -> impl Future<Output = Result<V, E>> + use<'a, K, V, E, F, Fut>
-where
-    K: CacheKey,
-    V: LocalValue,
-    E: SharedError,
-    F: FnOnce(&K) -> Fut,
-    Fut: Future<Output = Result<V, E>>,
-{
-    cache.load_inline_found(key, found, origin)
 }
 
 /// The type id of a value's type, `'static` or not: a closure written in a generic body has

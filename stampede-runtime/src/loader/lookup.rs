@@ -66,14 +66,28 @@ where
         }
     }
 
+    /// [`Cache::lookup`] for a function that returns a `Result`: the fresh answer comes
+    /// wrapped, so generated code returns it as it is.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn lookup_answer(&self, key: &K) -> Lookup<Result<V, E>, V> {
+        match self.lookup(key) {
+            Lookup::Fresh(value) => Lookup::Fresh(Ok(value)),
+            Lookup::Load(found) => Lookup::Load(found),
+        }
+    }
+
+    /// [`Cache::lookup`] for a function that returns a plain value.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn lookup_value(&self, key: &K) -> Lookup<V> {
+        self.lookup(key)
+    }
+
     /// [`Cache::load_keyed`] after a [`lookup`](Self::lookup) that found no plain fresh
     /// hit.
-    pub(crate) async fn load_found<F, Fut>(
-        &self,
-        key: K,
-        found: Unanswered<V>,
-        origin: F,
-    ) -> Result<V, E>
+    #[doc(hidden)]
+    pub async fn load_found<F, Fut>(&self, key: K, found: Unanswered<V>, origin: F) -> Result<V, E>
     where
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
@@ -143,7 +157,8 @@ where
 
     /// [`Cache::load_inline_keyed`] after a [`lookup`](Self::lookup) that found no plain
     /// fresh hit.
-    pub(crate) async fn load_inline_found<F, Fut>(
+    #[doc(hidden)]
+    pub async fn load_inline_found<F, Fut>(
         &self,
         key: K,
         found: Unanswered<V>,
@@ -187,14 +202,14 @@ where
     }
 }
 
-/// What [`Cache::lookup`] found: a fresh value, already counted, or what a load goes on
+/// What [`Cache::lookup`] found: a fresh answer, already counted, or what a load goes on
 /// from. For generated code, which answers a fresh hit without building a load.
 #[doc(hidden)]
-pub enum Lookup<V> {
-    /// A fresh value that needs nothing more: return it.
-    Fresh(V),
+pub enum Lookup<A, V = A> {
+    /// A fresh answer that needs nothing more: return it.
+    Fresh(A),
     /// Anything else (stale, expired, absent, fresh with an early refresh due, or a
-    /// fail-safe fallback): hand it to the load.
+    /// fail-safe fallback): hand it to the load ([`Unanswered::load`]).
     Load(Unanswered<V>),
 }
 
