@@ -149,8 +149,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             __stampede_cache.#load(__stampede_key, __stampede_found, #origin).await
         }
     };
-    // Method calls on the cache, so that when the attribute already reported a type at
-    // fault, the compiler reports nothing more here.
+    // Method calls on the cache: when the return type was misread as a `Result` (reported
+    // under it already), a method of a cache of unknown types adds no type errors here.
     let (call, lookup) = match &plan.returns {
         Returns::Result { .. } => (call, quote!(lookup_answer)),
         Returns::Value(_) => (
