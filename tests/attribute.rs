@@ -182,6 +182,40 @@ async fn xfetch_refreshes_a_fresh_value_early_once() {
     assert_eq!(early(1).await, Ok(2));
 }
 
+static SOURCE_CLONES: AtomicUsize = AtomicUsize::new(0);
+
+/// A borrowed handle that counts its clones: `clone(source)` takes one for the origin.
+pub struct Source;
+
+impl Clone for Source {
+    fn clone(&self) -> Self {
+        SOURCE_CLONES.fetch_add(1, Ordering::SeqCst);
+        Source
+    }
+}
+
+#[cached(fresh = "60s", key = id, clone(source))]
+async fn through_source(id: u32, source: &Source) -> Result<u32, stampede::Error> {
+    let _ = source;
+    Ok(id)
+}
+
+#[tokio::test]
+async fn a_fresh_hit_clones_nothing_for_the_origin() {
+    tokio_clock();
+    assert_eq!(bounded(through_source(1, &Source)).await, Ok(1));
+    assert_eq!(SOURCE_CLONES.load(Ordering::SeqCst), 1, "the miss's origin");
+    for _ in 0..3 {
+        assert_eq!(bounded(through_source(1, &Source)).await, Ok(1));
+    }
+    assert_eq!(
+        SOURCE_CLONES.load(Ordering::SeqCst),
+        1,
+        "hits clone nothing"
+    );
+    assert_eq!(THROUGH_SOURCE.stats().fresh_hits, 3);
+}
+
 static SLOW_LOADS: AtomicUsize = AtomicUsize::new(0);
 
 #[cached(fresh = "60s", timeout = "50ms")]

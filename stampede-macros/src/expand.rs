@@ -86,8 +86,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
     let load = match plan.mode {
-        Mode::Detached => quote!(load_keyed),
-        Mode::Inline => quote!(load_inline_keyed),
+        Mode::Detached => quote!(load_found),
+        Mode::Inline => quote!(load_inline_found),
     };
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -146,17 +146,41 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         }
     } else {
         quote! {
-            __stampede_cache.#load(__stampede_key, #origin).await
+            __stampede_cache.#load(__stampede_key, __stampede_found, #origin).await
         }
     };
-    let call = match &plan.returns {
-        Returns::Result { .. } => call,
-        Returns::Value(_) => quote! {
-            match #call {
-                ::core::result::Result::Ok(value) => value,
-                ::core::result::Result::Err(error) => #private::origin_failed(error),
-            }
-        },
+    // Method calls on the cache: when the return type was misread as a `Result` (reported
+    // under it already), a method of a cache of unknown types adds no type errors here.
+    let (call, lookup) = match &plan.returns {
+        Returns::Result { .. } => (call, quote!(lookup_answer)),
+        Returns::Value(_) => (
+            quote! {
+                match #call {
+                    ::core::result::Result::Ok(value) => value,
+                    ::core::result::Result::Err(error) => #private::origin_failed(error),
+                }
+            },
+            quote!(lookup_value),
+        ),
+    };
+    // An async function answers a fresh hit before it builds the load's future, origin and
+    // clones; a plain `fn`'s `load_blocking` does the same inside.
+    let call = if plan.sync {
+        quote! {
+            #take_clones
+            #call
+        }
+    } else {
+        // The lookup's result ends with its `let`, so it is not kept in the future across
+        // the load's `.await`.
+        quote! {
+            let __stampede_found = match __stampede_cache.#lookup(&__stampede_key) {
+                #private::Lookup::Fresh(__stampede_answer) => return __stampede_answer,
+                #private::Lookup::Load(__stampede_found) => __stampede_found,
+            };
+            #take_clones
+            #call
+        }
     };
 
     let mode_doc = match plan.mode {
@@ -189,19 +213,17 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             // of a closure written here, by its name (which the handle can match) and its
             // type id (which tells apart instantiations whose names print alike).
             let __stampede_probe = || ();
-            let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
             let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
-            let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
-            #take_clones
             let __stampede_other;
-            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_id, __stampede_make) {
+            let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_id) {
                 ::core::option::Option::Some(cache) => cache,
                 ::core::option::Option::None => {
-                    __stampede_other = __STAMPEDE_CACHES.other(
+                    let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
+                    __stampede_other = __STAMPEDE_CACHES.resolve(
                         __stampede_here,
                         __stampede_id,
-                        __stampede_make,
+                        || #private::cache_at(&#body_site, __stampede_here),
                         || #private::uncached_at(&#body_site, __stampede_here),
                     );
                     &__stampede_other

@@ -5,6 +5,7 @@ use crate::error::Error;
 pub use crate::handle::Claim;
 use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
+pub use crate::loader::{Lookup, Unanswered};
 use crate::policy::PolicyBuilder;
 use serde::Serialize;
 use std::any::TypeId;
@@ -42,7 +43,7 @@ where
 
 /// The cache of the function body whose closure type name is `here`, with caching turned
 /// off: for an instantiation whose type name another instantiation already printed (see
-/// [`Instances::other`]).
+/// [`Instances::resolve`]).
 pub fn uncached_at<K, V, E>(handle: &Handle<K, V, E>, here: &'static str) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -59,7 +60,7 @@ pub fn type_id_of_val<T: ?Sized>(_: &T) -> TypeId {
 }
 
 /// A cached function's caches, one per instantiation, in a static of the function. The
-/// first instantiation's cache is one load and two compares away; another's (a generic
+/// first instantiation's cache is one load and one compare away; another's (a generic
 /// impl's second type) is found under a read lock.
 ///
 /// An instantiation is named by the type name of a closure in the body (what the handle can
@@ -80,40 +81,44 @@ impl<C: Clone> Instances<C> {
         }
     }
 
-    /// The cache of the instantiation `(here, id)` if it is the first that asked. Comparing
-    /// the name's address is enough to find it fast; a false "no" only costs
-    /// [`Instances::other`], which finds the same cache. The type id makes sure a different
-    /// instantiation whose name is the same constant never gets this cache.
-    #[inline]
-    pub fn first(&self, here: &'static str, id: TypeId, make: impl FnOnce() -> C) -> Option<&C> {
-        let (filled_by, first_id, cache) = self.first.get_or_init(|| (here, id, make()));
-        (std::ptr::eq(*filled_by, here) && *first_id == id).then_some(cache)
+    /// The cache of instantiation `id` if it was the first to ask; `None` sends the caller
+    /// to [`Instances::resolve`]. The type id alone decides: equal ids are one type, so one
+    /// instantiation, and `id` is a constant in the caller, so this is one load and one
+    /// compare.
+    #[inline(always)]
+    pub fn first(&self, id: TypeId) -> Option<&C> {
+        match self.first.get() {
+            Some((_, first_id, cache)) if *first_id == id => Some(cache),
+            _ => None,
+        }
     }
 
-    /// The cache of any other instantiation. One whose type name an instantiation with
-    /// another type id already printed gets `uncached` (every call runs its origin): the
-    /// handle finds caches by name, so sharing one would serve one instantiation's values
-    /// to the other, and a second cache under the same name would not be reached by the
-    /// handle's invalidations.
+    /// Every call [`Instances::first`] does not answer: the very first (which makes the
+    /// first instantiation's cache), and those of any other instantiation. One whose type
+    /// name an instantiation with another type id already printed gets `uncached` (every
+    /// call runs its origin): the handle finds caches by name, so sharing one would serve
+    /// one instantiation's values to the other, and a second cache under the same name
+    /// would not be reached by the handle's invalidations.
     #[cold]
-    pub fn other(
+    #[inline(never)]
+    pub fn resolve(
         &self,
         here: &'static str,
         id: TypeId,
-        make: impl FnOnce() -> C,
+        make: impl Fn() -> C,
         uncached: impl FnOnce() -> C,
     ) -> C {
+        // `make` finds the cache by identity, so calling it twice never builds a second.
+        let (_, first_id, cache) = self.first.get_or_init(|| (here, id, make()));
+        if *first_id == id {
+            return cache.clone();
+        }
         let found = |others: &[(&'static str, TypeId, C)]| {
             others
                 .iter()
                 .find(|(_, of, _)| *of == id)
                 .map(|(_, _, cache)| cache.clone())
         };
-        if let Some((_, first_id, cache)) = self.first.get() {
-            if *first_id == id {
-                return cache.clone();
-            }
-        }
         if let Some(cache) = found(&self.others.read().unwrap_or_else(PoisonError::into_inner)) {
             return cache;
         }
@@ -131,7 +136,6 @@ impl<C: Clone> Instances<C> {
             );
             uncached()
         } else {
-            // `make` finds the cache by identity, so a second one is never built.
             make()
         };
         others.push((here, id, cache.clone()));
@@ -203,7 +207,7 @@ where
 }
 
 /// The policy a [`Claim`] asks for: caching off for an instantiation that cannot have a
-/// cache of its own (see [`Instances::other`]).
+/// cache of its own (see [`Instances::resolve`]).
 fn claimed(policy: PolicyBuilder, claim: &Claim) -> PolicyBuilder {
     if claim.uncached {
         policy.enabled(false)

@@ -9,7 +9,7 @@
 //! calls the origin. What needs a runtime of its own does not happen: a stale-window or
 //! XFetch refresh runs in the thread that triggers it (every other thread gets the
 //! current value at once), and outside a Tokio runtime no deadline is kept.
-use crate::loader::Cache;
+use crate::loader::{Cache, Lookup};
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -30,7 +30,13 @@ where
     where
         F: FnOnce(&K) -> Result<V, E>,
     {
-        block_on(self.load_inline_keyed(key, move |key| std::future::ready(origin(key))))
+        // A fresh hit is answered before a waker is made (an allocation) for the load.
+        match self.lookup(&key) {
+            Lookup::Fresh(value) => Ok(value),
+            Lookup::Load(found) => block_on(
+                self.load_inline_found(key, found, move |key| std::future::ready(origin(key))),
+            ),
+        }
     }
 }
 

@@ -96,7 +96,7 @@ where
     }
 
     /// A cache of its own for the body whose closure type name is `here`, caching nothing
-    /// (see `Instances::other`), outside the registry.
+    /// (see `Instances::resolve`), outside the registry.
     pub(crate) fn uncached_at(&self, here: &'static str) -> Cache<K, V, E> {
         let name: Arc<str> = self.name.map_or_else(|| instance(here).into(), Into::into);
         (self.build)(&Claim {

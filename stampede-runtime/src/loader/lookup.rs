@@ -31,14 +31,78 @@ where
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
+        match self.lookup(&key) {
+            Lookup::Fresh(value) => Ok(value),
+            Lookup::Load(found) => self.load_found(key, found, origin).await,
+        }
+    }
+
+    /// The hit path: a lookup and a timestamp compare; the value moves out. Synchronous,
+    /// so a caller can answer a fresh hit before it builds the future of a load; anything
+    /// else is handed on whole, so the load does not look up again.
+    #[inline(always)]
+    pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        let seen = match inner.store.get(&key) {
-            // The hit path: a lookup and a timestamp compare; the value moves out.
+        match inner.store.get(key) {
+            Some(current) if current.state(now) == State::Fresh && !current.rearmed => {
+                // Drawn once: the load acts on this draw, never on a second one.
+                let early = inner.refresh_early(&current, now);
+                if early {
+                    return Lookup::Load(Unanswered {
+                        current: Some(current),
+                        now,
+                        early,
+                    });
+                }
+                inner.counters.fresh_hits.bump();
+                Lookup::Fresh(current.value)
+            }
+            current => Lookup::Load(Unanswered {
+                current,
+                now,
+                early: false,
+            }),
+        }
+    }
+
+    /// [`Cache::lookup`] for a function that returns a `Result`: the fresh answer comes
+    /// wrapped, so generated code returns it as it is.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn lookup_answer(&self, key: &K) -> Lookup<Result<V, E>, V> {
+        match self.lookup(key) {
+            Lookup::Fresh(value) => Lookup::Fresh(Ok(value)),
+            Lookup::Load(found) => Lookup::Load(found),
+        }
+    }
+
+    /// [`Cache::lookup`] for a function that returns a plain value.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn lookup_value(&self, key: &K) -> Lookup<V> {
+        self.lookup(key)
+    }
+
+    /// [`Cache::load_keyed`] after a [`lookup`](Self::lookup) that found no plain fresh
+    /// hit.
+    #[doc(hidden)]
+    pub async fn load_found<F, Fut>(&self, key: K, found: Unanswered<V>, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<V, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let Unanswered {
+            current,
+            now,
+            early,
+        } = found;
+        let seen = match current {
             Some(current) => match current.state(now) {
                 State::Fresh => {
                     inner.count_hit(&current, now);
-                    if inner.refresh_early(&current, now) {
+                    if early {
                         let origin = bind(origin, &key);
                         Box::pin(self.refresh_detached(key, &current, origin, true)).await;
                     }
@@ -85,13 +149,36 @@ where
         F: FnOnce(&K) -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
+        match self.lookup(&key) {
+            Lookup::Fresh(value) => Ok(value),
+            Lookup::Load(found) => self.load_inline_found(key, found, origin).await,
+        }
+    }
+
+    /// [`Cache::load_inline_keyed`] after a [`lookup`](Self::lookup) that found no plain
+    /// fresh hit.
+    #[doc(hidden)]
+    pub async fn load_inline_found<F, Fut>(
+        &self,
+        key: K,
+        found: Unanswered<V>,
+        origin: F,
+    ) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
         let inner = &self.inner;
-        let now = inner.clock.now();
-        let seen = match inner.store.get(&key) {
+        let Unanswered {
+            current,
+            now,
+            early,
+        } = found;
+        let seen = match current {
             Some(current) => match current.state(now) {
                 State::Fresh => {
                     inner.count_hit(&current, now);
-                    if !inner.refresh_early(&current, now) {
+                    if !early {
                         return Ok(current.value);
                     }
                     let origin = bind(origin, &key);
@@ -113,6 +200,26 @@ where
         inner.counters.misses.bump();
         Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
     }
+}
+
+/// What [`Cache::lookup`] found: a fresh answer, already counted, or what a load goes on
+/// from. For generated code, which answers a fresh hit without building a load.
+#[doc(hidden)]
+pub enum Lookup<A, V = A> {
+    /// A fresh answer that needs nothing more: return it.
+    Fresh(A),
+    /// Anything else (stale, expired, absent, fresh with an early refresh due, or a
+    /// fail-safe fallback): hand it to the load ([`Unanswered::load`]).
+    Load(Unanswered<V>),
+}
+
+/// What a lookup that was not a plain fresh hit found, when.
+#[doc(hidden)]
+pub struct Unanswered<V> {
+    current: Option<Envelope<V>>,
+    now: Instant,
+    /// XFetch's draw for a fresh value: refresh it early.
+    early: bool,
 }
 
 impl<K, V, E> Inner<K, V, E>

@@ -26,6 +26,8 @@ mod modes;
 mod pipeline;
 mod shared;
 
+pub use lookup::{Lookup, Unanswered};
+
 use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
 use crate::config::Runtime;
