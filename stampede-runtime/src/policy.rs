@@ -39,9 +39,14 @@ pub struct Policy {
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
-/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0,
-/// caching enabled.
+/// 10,000 entries, fail-safe retries throttled to one per 5 s, a 5 s fleet lease, key
+/// schema version 0, caching enabled.
 impl Policy {
+    /// The fleet lease unless one is set: long enough for most recomputes (a load that
+    /// outlives it lets one waiting replica load too, and the older of the two values is
+    /// refused by the fence), short enough that a crashed loader delays its key briefly.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
+
     /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
     pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
         PolicyBuilder {
@@ -110,9 +115,12 @@ impl Policy {
     pub fn admission(&self) -> Option<&Arc<str>> {
         self.admission.as_ref()
     }
-    /// Fleet lease TTL on shared stores.
-    pub fn lease(&self) -> Option<Duration> {
-        self.lease
+    /// How long a replica's claim to load a key holds on a shared store, if it neither
+    /// publishes nor gives it back (a crashed or frozen replica): the longest the other
+    /// replicas wait for it before one of them loads instead. Default
+    /// [`DEFAULT_LEASE`](Policy::DEFAULT_LEASE); set it above the slowest recompute.
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(Self::DEFAULT_LEASE)
     }
     /// Key schema version.
     pub fn version(&self) -> u32 {
@@ -216,7 +224,9 @@ impl PolicyBuilder {
         self.policy.admission = Some(name.into());
         self
     }
-    /// Fleet lease TTL on shared stores (non-zero).
+    /// Fleet lease TTL on shared stores (non-zero; default [`Policy::DEFAULT_LEASE`]):
+    /// how long other replicas wait for this replica's load of a key before one of them
+    /// loads it instead. Set it above the slowest recompute.
     pub fn lease(mut self, ttl: Duration) -> Self {
         self.policy.lease = Some(ttl);
         self

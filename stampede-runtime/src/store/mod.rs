@@ -34,6 +34,7 @@
 // The loader reaches the shared store only once it is wired in; until then only tests do.
 #[allow(dead_code)]
 pub(crate) mod keys;
+pub(crate) mod lease;
 pub(crate) mod memory;
 #[allow(dead_code)]
 pub(crate) mod redis;
