@@ -505,3 +505,104 @@ async fn in_memory_invalidations_out_of_order_keep_the_same_rules() {
     assert_eq!(cache.peek(&1), Some(("v44".into(), 44)));
     assert_eq!(origin.calls(), 3);
 }
+
+// `source_version` on the attribute, and `invalidate_at` on the handle (memory backend:
+// this binary installs no runtime).
+static PRICE_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Price {
+    cents: u64,
+    version: u64,
+}
+
+#[stampede::cached(fresh = "60s", source_version = |price: &Price| price.version)]
+async fn price(id: u64) -> Result<Price, AppError> {
+    let call = PRICE_CALLS.fetch_add(1, Ordering::SeqCst) as u64;
+    Ok(Price {
+        cents: id * 100 + call,
+        version: 10 + call,
+    })
+}
+
+#[tokio::test]
+async fn the_attribute_reads_source_versions_and_the_handle_invalidates_at_one() {
+    assert_eq!(
+        price(1).await,
+        Ok(Price {
+            cents: 100,
+            version: 10
+        })
+    );
+    PRICE.invalidate_at(&1, 9).await.unwrap();
+    PRICE.invalidate_at(&1, 10).await.unwrap();
+    assert_eq!(
+        price(1).await,
+        Ok(Price {
+            cents: 100,
+            version: 10
+        }),
+        "late: kept"
+    );
+    PRICE.invalidate_at(&1, 11).await.unwrap();
+    assert_eq!(
+        price(1).await,
+        Ok(Price {
+            cents: 101,
+            version: 11
+        })
+    );
+    assert_eq!(PRICE_CALLS.load(Ordering::SeqCst), 2);
+}
+
+/// Four replicas of `backend` whose value of key 1 went stale: every caller is answered at
+/// once with the stale value while exactly one replica refreshes it for the fleet.
+async fn one_refresh_for_the_fleet(backend: fn(String) -> Backend, name: &str) {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Runtime> = (0..4)
+        .map(|_| {
+            Runtime::builder()
+                .backend(backend(redis.url()))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let fresh = Duration::from_millis(300);
+    let policy = Policy::builder(name)
+        .fresh(fresh)
+        .stale(Duration::from_secs(30))
+        .lease(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let caches: Vec<_> = replicas.iter().map(|r| cache(r, policy.clone())).collect();
+    let origin = Origin::default();
+    let answers = herd(&caches, 5, &origin, 1, Duration::ZERO, "old").await;
+    assert_eq!(answers, vec![Ok("old".to_owned()); 20]);
+    assert_eq!(origin.calls(), 1);
+    tokio::time::sleep(fresh).await;
+    // A refresh slower than the whole herd: a caller that waited for it would get "new".
+    let slow = Duration::from_millis(500);
+    let answers = herd(&caches, 10, &origin, 1, slow, "new").await;
+    assert_eq!(answers, vec![Ok("old".to_owned()); 40], "nobody waited");
+    bounded(async {
+        for cache in &caches {
+            while origin.load(cache, 1, slow, "newer".to_owned()).await != Ok("new".into()) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    })
+    .await;
+    assert_eq!(origin.calls(), 2, "one refresh for the fleet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_value_in_redis_is_served_at_once_while_one_replica_refreshes_it() {
+    one_refresh_for_the_fleet(Backend::redis, "fleet-stale-redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiered_replicas_refresh_a_stale_value_once_for_the_fleet() {
+    one_refresh_for_the_fleet(Backend::tiered, "fleet-stale-tiered").await;
+}

@@ -87,6 +87,7 @@ where
         // leads: an origin it calls may wait for them without forming a cycle.
         let current = Purpose::Refresh {
             current: current.value.clone(),
+            early,
         };
         let refresh = run_detached(inner.clone(), key, leader, origin, current);
         if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
@@ -116,6 +117,7 @@ where
         }
         let purpose = Purpose::Refresh {
             current: current.value.clone(),
+            early,
         };
         let refresh = inner.run_inline(key, leader, origin, purpose);
         let refreshed = match inner.policy.timeout() {
@@ -245,8 +247,9 @@ pub(super) enum Purpose<V> {
     /// Nothing servable in memory. `detached`: the load runs as its own task, so its
     /// callers may be answered (with a stale value from the shared store) before it ends.
     Miss { detached: bool },
-    /// A stale-window or XFetch refresh of `current`, which callers are served meanwhile.
-    Refresh { current: V },
+    /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
+    /// meanwhile.
+    Refresh { current: V, early: bool },
 }
 
 /// What an origin call came to: its result, or a panic a detached flight caught.

@@ -48,12 +48,20 @@ where
             // value of its own while that one may still be served.
             let mut stand_in = None;
             let found = match purpose {
-                Purpose::Refresh { current } => {
-                    let found = self.find_shared(&key, LeaseFor::Refresh).await;
+                Purpose::Refresh { current, early } => {
+                    let mut found = self.find_shared(&key, LeaseFor::Refresh).await;
                     if found.as_ref().and_then(Found::held_by).is_some() {
                         // Another replica is refreshing it: keep serving this value.
                         tracing::Span::current().record("outcome", "refreshing elsewhere");
                         return self.settle(leader, Ok(current), None);
+                    }
+                    // Past its freshness, any fresh value in the store is newer: another
+                    // replica refreshed it already. (Before it, an XFetch refresh cannot
+                    // tell its own value there from a newer one, and refreshes.)
+                    if !early {
+                        if let Some(newer) = self.fresh_in(&mut found) {
+                            return self.take_shared(&key, leader, found.as_ref(), newer);
+                        }
                     }
                     found
                 }
@@ -67,11 +75,7 @@ where
                     });
                     match servable {
                         Some(stored) if stored.state(now) == State::Fresh => {
-                            // Another replica loaded it: no origin call.
-                            let value = Ok(stored.value.clone());
-                            let copy = self.memory_copy(&key, found.as_ref(), stored);
-                            tracing::Span::current().record("outcome", "shared");
-                            return self.settle(leader, value, copy);
+                            return self.take_shared(&key, leader, found.as_ref(), stored);
                         }
                         Some(stored) => {
                             // Stale in the store: one refresh for the fleet, through the
@@ -85,10 +89,13 @@ where
                                 let _ = self.settle(leader.take(), value, copy);
                             }
                             drop(found);
-                            let found = self.find_shared(&key, LeaseFor::Refresh).await;
+                            let mut found = self.find_shared(&key, LeaseFor::Refresh).await;
                             if found.as_ref().and_then(Found::held_by).is_some() {
                                 tracing::Span::current().record("outcome", "refreshing elsewhere");
                                 return self.settle(leader, Ok(stored.value), None);
+                            }
+                            if let Some(newer) = self.fresh_in(&mut found) {
+                                return self.take_shared(&key, leader, found.as_ref(), newer);
                             }
                             stand_in = Some(stored);
                             found
@@ -288,6 +295,30 @@ where
         };
         leader.settle(shared.clone(), store);
         shared
+    }
+
+    /// The fresh value `found` holds, taken out of it.
+    fn fresh_in(&self, found: &mut Option<Found<V>>) -> Option<Envelope<V>> {
+        let now = self.clock.now();
+        let found = found.as_mut()?;
+        found
+            .envelope
+            .take_if(|stored| stored.state(now) == State::Fresh)
+    }
+
+    /// Answers with a fresh value another replica stored: no origin call. A lease the
+    /// read took goes back when `found` is dropped.
+    fn take_shared(
+        &self,
+        key: &K,
+        leader: Option<SharedLeader<K, V, E>>,
+        found: Option<&Found<V>>,
+        stored: Envelope<V>,
+    ) -> Result<V, E> {
+        let value = Ok(stored.value.clone());
+        let copy = self.memory_copy(key, found, stored);
+        tracing::Span::current().record("outcome", "shared");
+        self.settle(leader, value, copy)
     }
 
     /// The value of `stale` if it may still be served now.
