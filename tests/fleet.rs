@@ -606,3 +606,68 @@ async fn a_stale_value_in_redis_is_served_at_once_while_one_replica_refreshes_it
 async fn tiered_replicas_refresh_a_stale_value_once_for_the_fleet() {
     one_refresh_for_the_fleet(Backend::tiered, "fleet-stale-tiered").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidate_at_the_store_cannot_take_is_queued_with_its_version() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (one, other) = (replica(&redis), replica(&redis));
+    let (first, second) = (
+        versioned(&one, "fleet-queued"),
+        versioned(&other, "fleet-queued"),
+    );
+    let origin = Origin::default();
+    let load = |cache: &Cache<u64, Versioned, AppError>, value: &str, version| {
+        let (cache, origin, value) = (cache.clone(), origin.clone(), value.to_owned());
+        async move {
+            origin
+                .load(&cache, 1, Duration::ZERO, (value, version))
+                .await
+        }
+    };
+    assert_eq!(load(&first, "v42", 42).await, Ok(("v42".into(), 42)));
+    redis.black_hole();
+    let refused = bounded(first.invalidate_at(&1, 44)).await.unwrap_err();
+    assert!(
+        matches!(&refused, stampede::Error::Backend { message, .. } if message.contains("queued")),
+        "{refused}"
+    );
+    assert_eq!(one.backend_stats().unwrap().invalidations_queued, 1);
+    redis.heal();
+    eventually(|| one.backend_stats().unwrap().invalidations_queued == 0).await;
+    // Replayed with its version: the value is gone and the mark stands at 44.
+    assert_eq!(load(&second, "v43", 43).await, Ok(("v43".into(), 43)));
+    assert_eq!(second.stats().publish_refused, 1, "older than the mark");
+    assert_eq!(load(&second, "v44", 44).await, Ok(("v44".into(), 44)));
+    assert_eq!(load(&second, "x", 0).await, Ok(("v44".into(), 44)));
+    assert_eq!(origin.calls(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_an_invalidate_at_fences_a_running_load() {
+    let runtime = Runtime::builder().build().unwrap();
+    let cache = versioned(&runtime, "memory-fenced");
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let load = tokio::spawn({
+        let (cache, entered, release) = (cache.clone(), entered.clone(), release.clone());
+        async move {
+            cache
+                .load(1, move || async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    Ok::<_, AppError>(("read before".to_owned(), 50))
+                })
+                .await
+        }
+    });
+    bounded(entered.notified()).await;
+    // The change lands while the load runs; the value it read still says 50.
+    cache.invalidate_at(&1, 7).await.unwrap();
+    release.notify_one();
+    assert_eq!(bounded(load).await.unwrap(), Ok(("read before".into(), 50)));
+    assert_eq!(cache.peek(&1), None, "fenced: not stored");
+}
