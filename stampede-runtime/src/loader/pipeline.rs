@@ -44,65 +44,9 @@ where
             let asked = self.clock.precise();
             let flight = leader.flight_id();
             let mut leader = Some(leader);
-            // A stale value from the shared store: the answer if this load ends without a
-            // value of its own while that one may still be served.
-            let mut stand_in = None;
-            let found = match purpose {
-                Purpose::Refresh { current, early } => {
-                    let mut found = self.find_shared(&key, LeaseFor::Refresh).await;
-                    if found.as_ref().and_then(Found::held_by).is_some() {
-                        // Another replica is refreshing it: keep serving this value.
-                        tracing::Span::current().record("outcome", "refreshing elsewhere");
-                        return self.settle(leader, Ok(current), None);
-                    }
-                    // Past its freshness, any fresh value in the store is newer: another
-                    // replica refreshed it already. (Before it, an XFetch refresh cannot
-                    // tell its own value there from a newer one, and refreshes.)
-                    if !early {
-                        if let Some(newer) = self.fresh_in(&mut found) {
-                            return self.take_shared(&key, leader, found.as_ref(), newer);
-                        }
-                    }
-                    found
-                }
-                Purpose::Miss { detached } => {
-                    let mut found = self.find_shared(&key, LeaseFor::Miss).await;
-                    let now = self.clock.now();
-                    let servable = (found.as_mut()).and_then(|found| {
-                        found
-                            .envelope
-                            .take_if(|stored| stored.state(now) != State::Expired)
-                    });
-                    match servable {
-                        Some(stored) if stored.state(now) == State::Fresh => {
-                            return self.take_shared(&key, leader, found.as_ref(), stored);
-                        }
-                        Some(stored) => {
-                            // Stale in the store: one refresh for the fleet, through the
-                            // lease; its callers get the stale value at once when they
-                            // need not wait for this task (detached).
-                            self.count_stale(&stored, now);
-                            if detached {
-                                let value = Ok(stored.value.clone());
-                                let copy = self.memory_copy(&key, found.as_ref(), stored.clone());
-                                // Answered: the waiters have their value.
-                                let _ = self.settle(leader.take(), value, copy);
-                            }
-                            drop(found);
-                            let mut found = self.find_shared(&key, LeaseFor::Refresh).await;
-                            if found.as_ref().and_then(Found::held_by).is_some() {
-                                tracing::Span::current().record("outcome", "refreshing elsewhere");
-                                return self.settle(leader, Ok(stored.value), None);
-                            }
-                            if let Some(newer) = self.fresh_in(&mut found) {
-                                return self.take_shared(&key, leader, found.as_ref(), newer);
-                            }
-                            stand_in = Some(stored);
-                            found
-                        }
-                        None => found,
-                    }
-                }
+            let (found, stand_in) = match self.consult_shared(&key, &mut leader, purpose).await {
+                Ahead::Answered(answer) => return answer,
+                Ahead::Load { found, stand_in } => (found, stand_in),
             };
             let (shared, outcome) = match self.admit().await {
                 Ok(permit) => {
@@ -141,6 +85,88 @@ where
             shared
         };
         load.instrument(span).await
+    }
+
+    /// The shared store's part before the origin: the key's lease, or an answer without
+    /// an origin call (a fresh value another replica stored; the value a refresh would
+    /// replace while another replica refreshes it). A stale value in the store answers a
+    /// detached miss's callers at once (`leader` is then taken and settled) and is
+    /// refreshed through the lease.
+    async fn consult_shared(
+        &self,
+        key: &K,
+        leader: &mut Option<SharedLeader<K, V, E>>,
+        purpose: Purpose<V>,
+    ) -> Ahead<V, E> {
+        match purpose {
+            Purpose::Refresh { current, early } => {
+                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
+                if found.as_ref().and_then(Found::held_by).is_some() {
+                    // Another replica is refreshing it: keep serving this value.
+                    tracing::Span::current().record("outcome", "refreshing elsewhere");
+                    return Ahead::Answered(self.settle(leader.take(), Ok(current), None));
+                }
+                // Past its freshness, any fresh value in the store is newer: another
+                // replica refreshed it already. (Before it, an XFetch refresh cannot tell
+                // its own value there from a newer one, and refreshes.)
+                if !early {
+                    if let Some(newer) = self.fresh_in(&mut found) {
+                        let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
+                        return Ahead::Answered(answer);
+                    }
+                }
+                Ahead::Load {
+                    found,
+                    stand_in: None,
+                }
+            }
+            Purpose::Miss { detached } => {
+                let mut found = self.find_shared(key, LeaseFor::Miss).await;
+                let now = self.clock.now();
+                let servable = (found.as_mut()).and_then(|found| {
+                    found
+                        .envelope
+                        .take_if(|stored| stored.state(now) != State::Expired)
+                });
+                let stored = match servable {
+                    None => {
+                        return Ahead::Load {
+                            found,
+                            stand_in: None,
+                        }
+                    }
+                    Some(stored) if stored.state(now) == State::Fresh => {
+                        let answer = self.take_shared(key, leader.take(), found.as_ref(), stored);
+                        return Ahead::Answered(answer);
+                    }
+                    Some(stale) => stale,
+                };
+                // Stale in the store: one refresh for the fleet, through the lease; its
+                // callers get the stale value at once when they need not wait for this
+                // task (detached).
+                self.count_stale(&stored, now);
+                if detached {
+                    let value = Ok(stored.value.clone());
+                    let copy = self.memory_copy(key, found.as_ref(), stored.clone());
+                    // Answered: the waiters have their value.
+                    let _ = self.settle(leader.take(), value, copy);
+                }
+                drop(found);
+                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
+                if found.as_ref().and_then(Found::held_by).is_some() {
+                    tracing::Span::current().record("outcome", "refreshing elsewhere");
+                    return Ahead::Answered(self.settle(leader.take(), Ok(stored.value), None));
+                }
+                if let Some(newer) = self.fresh_in(&mut found) {
+                    let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
+                    return Ahead::Answered(answer);
+                }
+                Ahead::Load {
+                    found,
+                    stand_in: Some(stored),
+                }
+            }
+        }
     }
 
     /// A permit of the cache's admission semaphore (none needed without one), or the error
@@ -372,6 +398,20 @@ where
             })),
         }
     }
+}
+
+/// What the shared store said before the origin.
+// One per load, moved once and never stored: boxing `Load` would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Ahead<V, E> {
+    /// Answered without calling the origin.
+    Answered(Result<V, E>),
+    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a stale
+    /// value from the store, the answer if the load ends without one of its own.
+    Load {
+        found: Option<Found<V>>,
+        stand_in: Option<Envelope<V>>,
+    },
 }
 
 /// Counts an origin that unwinds through an inline load as a refresh error (a detached
