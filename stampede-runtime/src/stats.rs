@@ -59,7 +59,8 @@ pub struct Stats {
     /// Loads answered by a value another replica had put in the shared store (no origin
     /// call).
     pub shared_hits: u64,
-    /// Shared-store reads that found nothing servable, so the origin was called.
+    /// Misses whose shared-store read found nothing servable, so the origin was called
+    /// (here, or on the replica whose load they waited for).
     pub shared_misses: u64,
     /// Loads that could not reach the shared store (degraded: memory and in-process
     /// coalescing only).

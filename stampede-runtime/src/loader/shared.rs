@@ -66,12 +66,14 @@ where
             }
         }
         let now = self.clock.now();
-        match (&found.read, &found.envelope) {
-            (None, _) => self.counters.backend_errors.bump(),
-            (Some(_), Some(stored)) if stored.state(now) == State::Fresh => {
-                self.counters.shared_hits.bump();
-            }
-            (Some(_), _) => self.counters.shared_misses.bump(),
+        let state = found.envelope.as_ref().map(|stored| stored.state(now));
+        match (&found.read, purpose, state) {
+            (None, _, _) => self.counters.backend_errors.bump(),
+            // A refresh's callers were counted where they were served; a stale value a
+            // miss finds is counted when it is served.
+            (Some(_), LeaseFor::Refresh, _) | (Some(_), LeaseFor::Miss, Some(State::Stale)) => {}
+            (Some(_), LeaseFor::Miss, Some(State::Fresh)) => self.counters.shared_hits.bump(),
+            (Some(_), LeaseFor::Miss, _) => self.counters.shared_misses.bump(),
         }
         Some(found)
     }
