@@ -388,9 +388,10 @@ where
     }
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
-    /// change is already known: an invalidation at or below a version seen before for this
-    /// key, or at or below the version the cached value was read at (see
-    /// [`CacheBuilder::source_version`]), arrived late and changes nothing. So invalidations
+    /// change is already known: an invalidation below the highest version invalidated
+    /// before for this key (its mark), or at or below the version the cached value was read
+    /// at (see [`CacheBuilder::source_version`]), arrived late and changes nothing; one
+    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
     /// delivered out of order cannot delete a value refreshed from a newer source, and a
     /// value read at a version older than the newest invalidation is answered to its
     /// callers but not stored.
@@ -462,8 +463,9 @@ where
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Raises `key`'s mark to `version`; `true` when the invalidation is news: above the
-    /// mark before it and above the version of the value held.
+    /// Raises `key`'s mark to `version`; `true` when the invalidation is news: not below
+    /// the mark before it (a retry at the mark applies again, as in the shared store) and
+    /// above the version of the value held.
     fn raise_mark(&self, key: &K, version: u64) -> bool {
         let held = self.store.get(key).and_then(|held| held.source_version);
         let marks = self
@@ -471,7 +473,7 @@ where
             .get_or_init(|| moka::sync::Cache::builder().time_to_live(MARK_KEEP).build());
         let mut above = true;
         marks.entry(key.clone()).and_upsert_with(|mark| match mark {
-            Some(mark) if *mark.value() >= version => {
+            Some(mark) if *mark.value() > version => {
                 above = false;
                 mark.into_value()
             }
