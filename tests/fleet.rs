@@ -671,3 +671,22 @@ async fn in_memory_an_invalidate_at_fences_a_running_load() {
     assert_eq!(bounded(load).await.unwrap(), Ok(("read before".into(), 50)));
     assert_eq!(cache.peek(&1), None, "fenced: not stored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_coalescing_every_replica_calls_the_origin() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Runtime> = (0..3).map(|_| replica(&redis)).collect();
+    let policy = Policy::builder("fleet-uncoalesced")
+        .fresh(Duration::from_secs(60))
+        .coalesce(false)
+        .build()
+        .unwrap();
+    let caches: Vec<_> = replicas.iter().map(|r| cache(r, policy.clone())).collect();
+    let origin = Origin::default();
+    let answers = herd(&caches, 1, &origin, 1, Duration::from_millis(200), "v").await;
+    assert_eq!(answers, vec![Ok("v".to_owned()); 3]);
+    assert_eq!(origin.calls(), 3, "no lease: each miss loads");
+    assert!(caches.iter().all(|c| c.stats().lease_waits == 0));
+}

@@ -45,10 +45,12 @@ where
     /// stored, an invalidation, the lease given back), registered before it reads again so
     /// a notice between the two is not missed, and never longer than the lease has left:
     /// then it reads again, and takes the lease if its holder died. A refresh never waits.
+    /// An uncoalesced cache takes no lease.
     pub(super) async fn find_shared(&self, key: &K, purpose: LeaseFor) -> Option<Found<V>> {
         let tier = self.tier()?;
         let entry = tier.address(key)?;
-        let lease = Some(LeaseRequest {
+        // Without coalescing every miss calls the origin, on every replica alike.
+        let lease = self.policy.coalesce().then(|| LeaseRequest {
             purpose,
             ttl: self.policy.lease(),
         });
