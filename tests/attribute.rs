@@ -378,7 +378,7 @@ fn every_option_reaches_the_policy() {
     assert_eq!(policy.jitter(), 0.15);
     assert_eq!(policy.timeout(), Some(Duration::from_secs(2)));
     assert_eq!(policy.admission().map(|a| a.as_ref()), Some("db"));
-    assert_eq!(policy.lease(), Some(Duration::from_secs(5)));
+    assert_eq!(policy.lease(), Duration::from_secs(5));
     assert_eq!(policy.version(), 3);
     assert_eq!(policy.capacity(), 10_000);
     assert_eq!(policy.xfetch_beta(), Some(1.0));

@@ -149,3 +149,60 @@ async fn a_dead_master_costs_only_its_own_keys_until_it_returns() {
         KEYS as usize
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_replicas_make_one_origin_call_per_key_on_every_shard() {
+    let Some(cluster) = RedisCluster::start() else {
+        return;
+    };
+    let policy = || {
+        Policy::builder("fleet-spread")
+            .fresh(Duration::from_secs(60))
+            .lease(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let replicas: Vec<Runtime> = (0..8)
+        .map(|_| replica(Backend::redis_cluster(cluster.node_urls())))
+        .collect();
+    let caches: Vec<Cache<u64, String, AppError>> = replicas
+        .iter()
+        .map(|runtime| Cache::builder(policy()).runtime(runtime).build())
+        .collect();
+    let calls: Arc<Vec<AtomicUsize>> = Arc::new((0..12).map(|_| AtomicUsize::new(0)).collect());
+    let mut callers = Vec::new();
+    for key in 0..12_u64 {
+        for cache in &caches {
+            for _ in 0..5 {
+                let (cache, calls) = (cache.clone(), calls.clone());
+                callers.push(tokio::spawn(async move {
+                    cache
+                        .load(key, move || async move {
+                            calls[key as usize].fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            Ok(format!("value {key}"))
+                        })
+                        .await
+                }));
+            }
+        }
+    }
+    for (i, caller) in callers.into_iter().enumerate() {
+        let key = i / 40;
+        assert_eq!(bounded(caller).await.unwrap(), Ok(format!("value {key}")));
+    }
+    let per_key: Vec<usize> = calls.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert_eq!(per_key, [1; 12], "one origin call per key for 8 replicas");
+    let spread = (0..3)
+        .map(|i| {
+            cluster
+                .cli(i, &["--scan", "--pattern", "stampede:{fleet-spread*}"])
+                .lines()
+                .count()
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        spread.iter().all(|&n| n > 0),
+        "keys on every master: {spread:?}"
+    );
+}

@@ -150,7 +150,8 @@ impl Strategy {
         // A name per run, so no strategy finds another's entries in Redis.
         let policy = Policy::builder(format!("herd-fleet-{run}")).fresh(FRESH);
         let policy = match self {
-            Strategy::MemoryPerReplica | Strategy::RedisNoLease => policy,
+            Strategy::MemoryPerReplica => policy,
+            Strategy::RedisNoLease => policy.fleet_lease(false),
             Strategy::RedisLease => policy.lease(LEASE),
             Strategy::TieredLeaseStale => policy.lease(LEASE).stale(FRESH),
         };

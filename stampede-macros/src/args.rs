@@ -45,6 +45,7 @@ pub(crate) struct Args {
     pub(crate) trait_impl: Option<Set<()>>,
     pub(crate) cache_none: Option<Set<bool>>,
     pub(crate) map_error: Option<Set<Path>>,
+    pub(crate) source_version: Option<Set<Expr>>,
     pub(crate) returns: Option<Set<Returning>>,
     pub(crate) mode: Option<Set<LoadMode>>,
 }
@@ -98,7 +99,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, trait_impl, map_error, returns, mode";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, trait_impl, map_error, source_version, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -260,6 +261,19 @@ impl Args {
                     }
                 )
             }
+            "source_version" => set!(
+                source_version,
+                match value {
+                    RawValue::Expr(expr @ (Expr::Path(_) | Expr::Closure(_))) => Some(expr),
+                    _ => {
+                        cx.error(
+                            &name,
+                            "write `source_version = path::to::function` or a closure, a `fn(&V) -> u64` over the cached value",
+                        );
+                        None
+                    }
+                }
+            ),
             "returns" => set!(
                 returns,
                 choice(

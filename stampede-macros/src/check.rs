@@ -119,6 +119,8 @@ pub(crate) struct Plan {
     /// `cache_none = false`: a `None` is the answer of its load, never stored.
     pub(crate) skip_none: bool,
     pub(crate) map_error: Option<syn::Path>,
+    /// `source_version = f`: a `fn(&V) -> u64` over the cached value.
+    pub(crate) source_version: Option<syn::Expr>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
     pub(crate) key_span: Option<Span>,
@@ -270,6 +272,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         trait_impl: args.trait_impl.is_some(),
         skip_none: value(&args.cache_none) == Some(false),
         map_error: args.map_error.map(|s| s.value),
+        source_version: args.source_version.map(|s| s.value),
         key,
         key_span,
         key_type: args.key_type.map(|s| s.value),

@@ -59,16 +59,36 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     // able to write them; `local` caches never leave memory.
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#private::build_claimed_cache(#policy, #map_error, claim))
+            quote!(#private::build_claimed_cache(#policy, #map_error, claim, source_version))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#private::build_shared_cache(#policy, #map_error, claim))
+            quote!(#private::build_shared_cache(#policy, #map_error, claim, source_version))
         }
-        (Returns::Value(_), true) => quote!(#private::build_plain_cache(#policy, claim)),
-        (Returns::Value(_), false) => quote!(#private::build_shared_plain_cache(#policy, claim)),
+        (Returns::Value(_), true) => {
+            quote!(#private::build_plain_cache(#policy, claim, source_version))
+        }
+        (Returns::Value(_), false) => {
+            quote!(#private::build_shared_plain_cache(#policy, claim, source_version))
+        }
+    };
+    // Typed where the user wrote it, so a function or closure of another shape is
+    // reported under it.
+    let source_version = match &plan.source_version {
+        Some(expr) => {
+            let span = syn::spanned::Spanned::span(expr);
+            quote_spanned! {span=>
+                let source_version: fn(&#value_ty) -> u64 = #expr;
+                let source_version = ::core::option::Option::Some(source_version);
+            }
+        }
+        None => quote! {
+            let source_version: ::core::option::Option<fn(&#value_ty) -> u64> =
+                ::core::option::Option::None;
+        },
     };
     let build = quote! {
         fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
+            #source_version
             #make
         }
     };

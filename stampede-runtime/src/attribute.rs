@@ -177,6 +177,7 @@ pub fn build_claimed_cache<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
     claim: &Claim,
+    source_version: Option<fn(&V) -> u64>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -184,7 +185,9 @@ where
     E: SharedError,
 {
     let policy = claimed(policy, claim);
-    build_refusing(policy, map_error, claim.taken.clone())
+    builder(policy, map_error, source_version)
+        .refuse(claim.taken.clone())
+        .build()
 }
 
 /// [`build_claimed_cache`] for a function without `local`: its values go where the
@@ -193,6 +196,7 @@ pub fn build_shared_cache<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
     claim: &Claim,
+    source_version: Option<fn(&V) -> u64>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey + Serialize,
@@ -200,7 +204,7 @@ where
     E: SharedError,
 {
     let policy = claimed(policy, claim);
-    builder(policy, map_error)
+    builder(policy, map_error, source_version)
         .refuse(claim.taken.clone())
         .shared()
         .build()
@@ -226,10 +230,14 @@ where
     V: LocalValue,
     E: SharedError,
 {
-    builder(policy, map_error).refuse(refusal).build()
+    builder(policy, map_error, None).refuse(refusal).build()
 }
 
-fn builder<K, V, E>(policy: PolicyBuilder, map_error: fn(Error) -> E) -> CacheBuilder<K, V, E>
+fn builder<K, V, E>(
+    policy: PolicyBuilder,
+    map_error: fn(Error) -> E,
+    source_version: Option<fn(&V) -> u64>,
+) -> CacheBuilder<K, V, E>
 where
     K: CacheKey,
     V: LocalValue,
@@ -239,19 +247,27 @@ where
         .build()
         .expect("#[cached] checked these settings at compile time");
     // No explicit runtime: the builder binds the process's.
-    CacheBuilder::new(policy, map_error)
+    let builder = CacheBuilder::new(policy, map_error);
+    match source_version {
+        Some(version) => builder.source_version(version),
+        None => builder,
+    }
 }
 
 /// [`build_cache`] for a function that returns a plain value: it has no error to answer
 /// with, so configuration that would need one (a deadline, an admission limit, a
 /// fail-safe, a broken file) is left out with a warning instead of failing its calls.
-pub fn build_plain_cache<K, V>(policy: PolicyBuilder, claim: &Claim) -> Cache<K, V, Error>
+pub fn build_plain_cache<K, V>(
+    policy: PolicyBuilder,
+    claim: &Claim,
+    source_version: Option<fn(&V) -> u64>,
+) -> Cache<K, V, Error>
 where
     K: CacheKey,
     V: LocalValue,
 {
     let policy = claimed(policy, claim);
-    builder(policy, keep_error)
+    builder(policy, keep_error, source_version)
         .refuse(claim.taken.clone())
         .infallible()
         .build()
@@ -261,16 +277,23 @@ where
 /// answer with [`Error::DuplicateName`], so when its name is taken it stays in memory
 /// (where caches are apart by identity) instead of reading another cache's entries in a
 /// shared store.
-pub fn build_shared_plain_cache<K, V>(policy: PolicyBuilder, claim: &Claim) -> Cache<K, V, Error>
+pub fn build_shared_plain_cache<K, V>(
+    policy: PolicyBuilder,
+    claim: &Claim,
+    source_version: Option<fn(&V) -> u64>,
+) -> Cache<K, V, Error>
 where
     K: CacheKey + Serialize,
     V: CacheValue,
 {
     if claim.taken.is_some() {
-        return build_plain_cache(policy, claim);
+        return build_plain_cache(policy, claim, source_version);
     }
     let policy = claimed(policy, claim);
-    builder(policy, keep_error).infallible().shared().build()
+    builder(policy, keep_error, source_version)
+        .infallible()
+        .shared()
+        .build()
 }
 
 /// The `Ok` and `Err` types of a return type read as a `Result`, aliases included.

@@ -32,6 +32,8 @@ pub(crate) struct Envelope<V> {
     pub(crate) generation: u64,
     /// Served by the fail-safe after the origin failed, not by a successful load.
     pub(crate) rearmed: bool,
+    /// The version of the source the value was read at, when the cache tracks one.
+    pub(crate) source_version: Option<u64>,
 }
 
 impl<V> Envelope<V> {
@@ -61,6 +63,7 @@ impl<V> Envelope<V> {
             delta,
             generation,
             rearmed: false,
+            source_version: None,
         }
     }
 
@@ -96,6 +99,7 @@ impl<V> Envelope<V> {
             delta: self.delta,
             generation: self.generation,
             rearmed: true,
+            source_version: self.source_version,
         }
     }
 }

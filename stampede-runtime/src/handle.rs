@@ -147,6 +147,12 @@ where
         self.cache().invalidate(key).await
     }
 
+    /// Drops `key`'s value because its source changed at `source_version`, unless that
+    /// change is already known here or in the shared store (see [`Cache::invalidate_at`]).
+    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+        self.cache().invalidate_at(key, source_version).await
+    }
+
     /// Drops every value of this cache, in every replica on a shared backend (see
     /// [`Cache::invalidate_all`]).
     pub async fn invalidate_all(&self) -> Result<(), Error> {

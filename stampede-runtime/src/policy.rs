@@ -33,15 +33,21 @@ pub struct Policy {
     capacity: u64,
     admission: Option<Arc<str>>,
     lease: Option<Duration>,
+    fleet_lease: bool,
     version: u32,
     enabled: bool,
     cache_if: Option<CacheIf>,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
-/// 10,000 entries, fail-safe retries throttled to one per 5 s, key schema version 0,
-/// caching enabled.
+/// 10,000 entries, fail-safe retries throttled to one per 5 s, a 5 s fleet lease, key
+/// schema version 0, caching enabled.
 impl Policy {
+    /// The fleet lease unless one is set: long enough for most recomputes (a load that
+    /// outlives it lets one waiting replica load too, and the older of the two values is
+    /// refused by the fence), short enough that a crashed loader delays its key briefly.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
+
     /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
     pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
         PolicyBuilder {
@@ -58,6 +64,7 @@ impl Policy {
                 capacity: 10_000,
                 admission: None,
                 lease: None,
+                fleet_lease: true,
                 version: 0,
                 enabled: true,
                 cache_if: None,
@@ -110,9 +117,16 @@ impl Policy {
     pub fn admission(&self) -> Option<&Arc<str>> {
         self.admission.as_ref()
     }
-    /// Fleet lease TTL on shared stores.
-    pub fn lease(&self) -> Option<Duration> {
-        self.lease
+    /// How long a replica's claim to load a key holds on a shared store, if it neither
+    /// publishes nor gives it back (a crashed or frozen replica): the longest the other
+    /// replicas wait for it before one of them loads instead. Default
+    /// [`DEFAULT_LEASE`](Policy::DEFAULT_LEASE); set it above the slowest recompute.
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(Self::DEFAULT_LEASE)
+    }
+    /// Whether a miss on a shared store takes the key's fleet lease (default `true`).
+    pub fn fleet_lease(&self) -> bool {
+        self.fleet_lease
     }
     /// Key schema version.
     pub fn version(&self) -> u32 {
@@ -216,9 +230,19 @@ impl PolicyBuilder {
         self.policy.admission = Some(name.into());
         self
     }
-    /// Fleet lease TTL on shared stores (non-zero).
+    /// Fleet lease TTL on shared stores (non-zero; default [`Policy::DEFAULT_LEASE`]):
+    /// how long other replicas wait for this replica's load of a key before one of them
+    /// loads it instead. Set it above the slowest recompute.
     pub fn lease(mut self, ttl: Duration) -> Self {
         self.policy.lease = Some(ttl);
+        self
+    }
+    /// `false`: misses on a shared store take no fleet lease, so each replica that misses
+    /// a key loads it once (callers within one replica still share that load). For
+    /// origins so cheap that waiting for another replica costs more than loading; also
+    /// how the herd shows what the lease saves. Fences and version marks still apply.
+    pub fn fleet_lease(mut self, take: bool) -> Self {
+        self.policy.fleet_lease = take;
         self
     }
     /// Key schema version; bump it when the key's meaning changes.

@@ -59,11 +59,19 @@ pub struct Stats {
     /// Loads answered by a value another replica had put in the shared store (no origin
     /// call).
     pub shared_hits: u64,
-    /// Shared-store reads that found nothing servable, so the origin was called.
+    /// Misses whose shared-store read found nothing servable, so the origin was called
+    /// (here, or on the replica whose load they waited for).
     pub shared_misses: u64,
     /// Loads that could not reach the shared store (degraded: memory and in-process
     /// coalescing only).
     pub backend_errors: u64,
+    /// Misses that found another replica loading the key (holding its lease) and waited
+    /// for that replica's value instead of calling the origin.
+    pub lease_waits: u64,
+    /// Loaded values the shared store refused: a newer load took the key's lease, an
+    /// invalidation passed, or the value was read at a source version older than one
+    /// invalidated since. Their callers still got them; nobody else will.
+    pub publish_refused: u64,
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
@@ -119,6 +127,8 @@ pub(crate) struct Counters {
     pub(crate) shared_hits: Counter,
     pub(crate) shared_misses: Counter,
     pub(crate) backend_errors: Counter,
+    pub(crate) lease_waits: Counter,
+    pub(crate) publish_refused: Counter,
 }
 
 impl Counters {
@@ -143,6 +153,8 @@ impl Counters {
             shared_hits: self.shared_hits.get(),
             shared_misses: self.shared_misses.get(),
             backend_errors: self.backend_errors.get(),
+            lease_waits: self.lease_waits.get(),
+            publish_refused: self.publish_refused.get(),
         }
     }
 }

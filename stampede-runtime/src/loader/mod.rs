@@ -96,6 +96,7 @@ pub struct CacheBuilder<K, V, E> {
     /// How keys and values are written to a shared store; without one the cache stays in
     /// memory under any backend.
     codec: Option<Codec<K, V>>,
+    source_version: Option<fn(&V) -> u64>,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -117,8 +118,32 @@ where
             infallible: false,
             refusal: None,
             codec: None,
+            source_version: None,
             types: PhantomData,
         }
+    }
+
+    /// Reads the version of the source each loaded value was read at (a row's version
+    /// column, an outbox sequence, a log offset), so [`Cache::invalidate_at`] can tell a
+    /// late invalidation from a new one, and a value read before an invalidation (from a
+    /// lagging read replica, say) is not stored after it. Versions must grow with every
+    /// change of the source; on Redis they are compared exactly up to `u64::MAX`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Error, Policy};
+    ///
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Row { name: String, version: u64 }
+    ///
+    /// let policy = Policy::builder("rows").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, Row> = Cache::builder(policy)
+    ///     .source_version(|row: &Row| row.version)
+    ///     .build();
+    /// ```
+    pub fn source_version(mut self, version: fn(&V) -> u64) -> Self {
+        self.source_version = Some(version);
+        self
     }
 
     /// Lets the cache keep its values where its runtime's backend says (Redis, or memory
@@ -231,6 +256,8 @@ where
             generation: AtomicU64::new(0),
             map_error: self.map_error,
             shared,
+            source_version: self.source_version,
+            marks: OnceLock::new(),
             me: me.clone(),
         });
         if let Ok(runtime) = runtime {
@@ -252,6 +279,10 @@ struct Inner<K, V, E> {
     map_error: fn(Error) -> E,
     /// The shared store, for a cache that may go there on a runtime that has one.
     shared: Option<SharedSide<K, V>>,
+    source_version: Option<fn(&V) -> u64>,
+    /// In memory only (the shared store keeps its own): the highest source version
+    /// invalidated per key, kept as long as the shared store keeps its marks.
+    marks: OnceLock<moka::sync::Cache<K, u64>>,
     /// Itself, for the notice listener it starts.
     me: Weak<Inner<K, V, E>>,
 }
@@ -356,6 +387,50 @@ where
         self.inner.invalidate_shared(key).await
     }
 
+    /// Drops `key`'s value because its source changed at `source_version`, unless that
+    /// change is already known: an invalidation below the highest version invalidated
+    /// before for this key (its mark), or at or below the version the cached value was read
+    /// at (see [`CacheBuilder::source_version`]), arrived late and changes nothing; one
+    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
+    /// delivered out of order cannot delete a value refreshed from a newer source, and a
+    /// value read at a version older than the newest invalidation is answered to its
+    /// callers but not stored.
+    ///
+    /// On a shared backend the store decides, for every replica; it keeps the marks for
+    /// 24 hours after a key's last invalidation, and compares versions exactly. In memory
+    /// the cache keeps the same marks itself. [`Error::Backend`] when the shared store
+    /// could not take it: the value was dropped here, and the invalidation is queued with
+    /// its version and replayed before this replica reads the shared store again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("prices").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, (u64, u64)> = Cache::builder(policy)
+    ///     .source_version(|&(_, version)| version)
+    ///     .build();
+    /// cache.load(1, || async { Ok((250, 42)) }).await.unwrap(); // read at version 42
+    /// cache.invalidate_at(&1, 41).await.unwrap(); // late: the value is newer
+    /// assert_eq!(cache.peek(&1), Some((250, 42)));
+    /// cache.invalidate_at(&1, 43).await.unwrap();
+    /// assert_eq!(cache.peek(&1), None);
+    /// # }
+    /// ```
+    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+        let inner = &self.inner;
+        if inner.shared.is_some() {
+            return inner.invalidate_shared_at(key, source_version).await;
+        }
+        if inner.raise_mark(key, source_version) {
+            inner.flights.invalidate(key);
+            inner.store.invalidate(key);
+        }
+        Ok(())
+    }
+
     /// Drops every value of this cache, with the same rule for running loads as
     /// [`Cache::invalidate`]: in this process at once and, on a shared backend, in every
     /// replica. The shared store is scanned for this cache's entries (`SCAN` on every
@@ -387,7 +462,40 @@ where
     fn next_generation(&self) -> u64 {
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// Raises `key`'s mark to `version`; `true` when the invalidation is news: not below
+    /// the mark before it (a retry at the mark applies again, as in the shared store) and
+    /// above the version of the value held.
+    fn raise_mark(&self, key: &K, version: u64) -> bool {
+        let held = self.store.get(key).and_then(|held| held.source_version);
+        let marks = self
+            .marks
+            .get_or_init(|| moka::sync::Cache::builder().time_to_live(MARK_KEEP).build());
+        let mut above = true;
+        marks.entry(key.clone()).and_upsert_with(|mark| match mark {
+            Some(mark) if *mark.value() > version => {
+                above = false;
+                mark.into_value()
+            }
+            _ => version,
+        });
+        above && held.is_none_or(|held| held < version)
+    }
+
+    /// Whether `envelope` was read at a source version below `key`'s mark: older than a
+    /// change already invalidated, so memory must not keep it.
+    fn below_mark(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let (Some(version), Some(marks)) = (envelope.source_version, self.marks.get()) else {
+            return false;
+        };
+        marks.get(key).is_some_and(|mark| mark > version)
+    }
 }
+
+/// How long a key's source-version mark outlives its last invalidation: the longest an
+/// invalidation or a lagging load may be delayed and still be recognized as late (the
+/// shared store keeps its marks as long).
+const MARK_KEEP: Duration = Duration::from_secs(24 * 3600);
 
 impl<K, V, E> Observed for Inner<K, V, E>
 where

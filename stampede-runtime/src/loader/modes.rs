@@ -27,7 +27,14 @@ where
             Turn::Answered(shared) => return shared,
         };
         let waiter = leader.waiter();
-        match spawn(inherit(run_detached(inner.clone(), key, leader, origin))) {
+        let purpose = Purpose::Miss { detached: true };
+        match spawn(inherit(run_detached(
+            inner.clone(),
+            key,
+            leader,
+            origin,
+            purpose,
+        ))) {
             Ok(()) => match waiter.await {
                 Outcome::Done(shared) => shared,
                 Outcome::Abandoned => Err(inner.fail(Error::Aborted {
@@ -50,7 +57,10 @@ where
     {
         let inner = &self.inner;
         match inner.lead_miss(&key, seen).await {
-            Turn::Lead(leader) => inner.run_inline(key, leader, origin).await,
+            Turn::Lead(leader) => {
+                let purpose = Purpose::Miss { detached: false };
+                inner.run_inline(key, leader, origin, purpose).await
+            }
             Turn::Answered(shared) => shared,
         }
     }
@@ -75,7 +85,11 @@ where
         }
         // Nobody waits for a background refresh, so it runs outside the flights its caller
         // leads: an origin it calls may wait for them without forming a cycle.
-        let refresh = run_detached(inner.clone(), key, leader, origin);
+        let current = Purpose::Refresh {
+            current: current.value.clone(),
+            early,
+        };
+        let refresh = run_detached(inner.clone(), key, leader, origin, current);
         if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
             let _ = Box::pin(task).await;
         }
@@ -101,7 +115,11 @@ where
         if early {
             inner.counters.early_refreshes.bump();
         }
-        let refresh = inner.run_inline(key, leader, origin);
+        let purpose = Purpose::Refresh {
+            current: current.value.clone(),
+            early,
+        };
+        let refresh = inner.run_inline(key, leader, origin, purpose);
         let refreshed = match inner.policy.timeout() {
             Some(limit) => deadline::within(limit, refresh).await,
             None => Some(refresh.await),
@@ -207,12 +225,13 @@ where
         key: K,
         leader: SharedLeader<K, V, E>,
         origin: F,
+        purpose: Purpose<V>,
     ) -> Result<V, E>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
-        self.lead(key, leader, || origin().map(Called::Returned))
+        self.lead(key, leader, || origin().map(Called::Returned), purpose)
             .await
     }
 }
@@ -221,6 +240,16 @@ where
 pub(super) enum Turn<K: Hash + Eq + Clone, V: Clone, E: Clone> {
     Lead(SharedLeader<K, V, E>),
     Answered(Result<V, E>),
+}
+
+/// Why a leader loads.
+pub(super) enum Purpose<V> {
+    /// Nothing servable in memory. `detached`: the load runs as its own task, so its
+    /// callers may be answered (with a stale value from the shared store) before it ends.
+    Miss { detached: bool },
+    /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
+    /// meanwhile.
+    Refresh { current: V, early: bool },
 }
 
 /// What an origin call came to: its result, or a panic a detached flight caught.
@@ -236,6 +265,7 @@ pub(super) async fn run_detached<K, V, E, F, Fut>(
     key: K,
     leader: SharedLeader<K, V, E>,
     origin: F,
+    purpose: Purpose<V>,
 ) -> Result<V, E>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -249,7 +279,7 @@ where
             .catch_unwind()
             .map(|called| called.map_or(Called::Panicked, Called::Returned))
     };
-    inner.lead(key, leader, origin).await
+    inner.lead(key, leader, origin, purpose).await
 }
 
 tokio::task_local! {

@@ -1,12 +1,18 @@
 //! The leader's pipeline, the one place that knows the order of its steps:
 //!
 //! ```text
-//! the shared store (redis, tiered) -> fresh there? answer with it
-//! -> admission permit -> origin -> the shared store, under the read's fence
+//! the shared store (redis, tiered), taking the key's lease when nothing servable is there
+//!   -> fresh there? answer with it
+//!   -> stale there? answer with it (detached), refresh through the lease
+//!   -> lease held by another replica? wait for its notice (bounded by the lease), read again
+//! -> admission permit -> origin -> the shared store, under the lease's fence
 //! -> memory -> wake the waiters
 //! ```
-use super::modes::{within_leader, Called};
+//! A refresh takes the lease without waiting: when another replica holds it, the value
+//! being refreshed stays the answer.
+use super::modes::{within_leader, Called, Purpose};
 use super::*;
+use crate::store::shared::LeaseFor;
 
 impl<K, V, E> Inner<K, V, E>
 where
@@ -21,6 +27,7 @@ where
         key: K,
         leader: SharedLeader<K, V, E>,
         origin: F,
+        purpose: Purpose<V>,
     ) -> Result<V, E>
     where
         F: FnOnce() -> Fut,
@@ -35,28 +42,19 @@ where
         );
         let load = async {
             let asked = self.clock.precise();
-            let mut found = self.find_shared(&key).await;
-            let now = self.clock.now();
-            let fresh = (found.as_mut()).and_then(|found| {
-                found
-                    .envelope
-                    .take_if(|stored| stored.state(now) == State::Fresh)
-            });
-            if let Some(stored) = fresh {
-                // Another replica loaded it: no origin call.
-                let value = Ok(stored.value.clone());
-                let copy = self.memory_copy(&key, found.as_ref(), stored);
-                let span = tracing::Span::current();
-                span.record("outcome", "shared");
-                return self.settle(leader, value, copy);
-            }
+            let flight = leader.flight_id();
+            let mut leader = Some(leader);
+            let (found, stand_in) = match self.consult_shared(&key, &mut leader, purpose).await {
+                Ahead::Answered(answer) => return answer,
+                Ahead::Load { found, stand_in } => (found, stand_in),
+            };
             let (shared, outcome) = match self.admit().await {
                 Ok(permit) => {
                     self.counters.origin_calls.bump();
                     let started = self.clock.precise();
                     let called = {
                         let _panics = CountPanic(&self.counters.refresh_errors);
-                        within_leader(leader.flight_id(), origin()).await
+                        within_leader(flight, origin()).await
                     };
                     drop(permit);
                     let delta = self.clock.precise().saturating_duration_since(started);
@@ -70,11 +68,15 @@ where
                         ),
                     };
                     let (shared, outcome) = self
-                        .publish(key, leader, result, delta.as_secs_f64(), found)
+                        .publish(key, leader, result, delta.as_secs_f64(), found, stand_in)
                         .await;
                     (shared, if panicked { "panicked" } else { outcome })
                 }
-                Err(refusal) => self.refuse(key, leader, refusal),
+                Err(refusal) => match self.servable(stand_in) {
+                    // A refresh that may not run leaves the value it would replace.
+                    Some(stale) => (self.settle(leader, Ok(stale), None), "shed_stale"),
+                    None => self.refuse(key, leader, refusal),
+                },
             };
             let span = tracing::Span::current();
             span.record("outcome", outcome);
@@ -83,6 +85,88 @@ where
             shared
         };
         load.instrument(span).await
+    }
+
+    /// The shared store's part before the origin: the key's lease, or an answer without
+    /// an origin call (a fresh value another replica stored; the value a refresh would
+    /// replace while another replica refreshes it). A stale value in the store answers a
+    /// detached miss's callers at once (`leader` is then taken and settled) and is
+    /// refreshed through the lease.
+    async fn consult_shared(
+        &self,
+        key: &K,
+        leader: &mut Option<SharedLeader<K, V, E>>,
+        purpose: Purpose<V>,
+    ) -> Ahead<V, E> {
+        match purpose {
+            Purpose::Refresh { current, early } => {
+                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
+                if found.as_ref().and_then(Found::held_by).is_some() {
+                    // Another replica is refreshing it: keep serving this value.
+                    tracing::Span::current().record("outcome", "refreshing elsewhere");
+                    return Ahead::Answered(self.settle(leader.take(), Ok(current), None));
+                }
+                // Past its freshness, any fresh value in the store is newer: another
+                // replica refreshed it already. (Before it, an XFetch refresh cannot tell
+                // its own value there from a newer one, and refreshes.)
+                if !early {
+                    if let Some(newer) = self.fresh_in(&mut found) {
+                        let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
+                        return Ahead::Answered(answer);
+                    }
+                }
+                Ahead::Load {
+                    found,
+                    stand_in: None,
+                }
+            }
+            Purpose::Miss { detached } => {
+                let mut found = self.find_shared(key, LeaseFor::Miss).await;
+                let now = self.clock.now();
+                let servable = (found.as_mut()).and_then(|found| {
+                    found
+                        .envelope
+                        .take_if(|stored| stored.state(now) != State::Expired)
+                });
+                let stored = match servable {
+                    None => {
+                        return Ahead::Load {
+                            found,
+                            stand_in: None,
+                        }
+                    }
+                    Some(stored) if stored.state(now) == State::Fresh => {
+                        let answer = self.take_shared(key, leader.take(), found.as_ref(), stored);
+                        return Ahead::Answered(answer);
+                    }
+                    Some(stale) => stale,
+                };
+                // Stale in the store: one refresh for the fleet, through the lease; its
+                // callers get the stale value at once when they need not wait for this
+                // task (detached).
+                self.count_stale(&stored, now);
+                if detached {
+                    let value = Ok(stored.value.clone());
+                    let copy = self.memory_copy(key, found.as_ref(), stored.clone());
+                    // Answered: the waiters have their value.
+                    let _ = self.settle(leader.take(), value, copy);
+                }
+                drop(found);
+                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
+                if found.as_ref().and_then(Found::held_by).is_some() {
+                    tracing::Span::current().record("outcome", "refreshing elsewhere");
+                    return Ahead::Answered(self.settle(leader.take(), Ok(stored.value), None));
+                }
+                if let Some(newer) = self.fresh_in(&mut found) {
+                    let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
+                    return Ahead::Answered(answer);
+                }
+                Ahead::Load {
+                    found,
+                    stand_in: Some(stored),
+                }
+            }
+        }
     }
 
     /// A permit of the cache's admission semaphore (none needed without one), or the error
@@ -118,7 +202,7 @@ where
     pub(super) fn refuse(
         &self,
         key: K,
-        leader: SharedLeader<K, V, E>,
+        leader: Option<SharedLeader<K, V, E>>,
         refusal: Error,
     ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
@@ -165,13 +249,16 @@ where
     /// Stores a success (in the shared store under the fence its read returned, then in
     /// memory), or re-arms the last value when the fail-safe allows, then hands the
     /// outcome to the flight's waiters. Errors are never stored.
+    /// `stand_in` (a stale value from the shared store) answers a failed load while it
+    /// may still be served.
     pub(super) async fn publish(
         &self,
         key: K,
-        leader: SharedLeader<K, V, E>,
+        leader: Option<SharedLeader<K, V, E>>,
         result: Result<V, E>,
         delta: f64,
         mut found: Option<Found<V>>,
+        stand_in: Option<Envelope<V>>,
     ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
         let generation = self.next_generation();
@@ -179,7 +266,7 @@ where
             // Answered, but neither memory nor the shared store keeps it (`cache_if`).
             Ok(value) if !self.policy.caches(&value) => (Ok(value), None, "not cached"),
             Ok(value) => {
-                let envelope = Envelope::fill(
+                let mut envelope = Envelope::fill(
                     value.clone(),
                     now,
                     &self.policy,
@@ -187,23 +274,26 @@ where
                     generation,
                     fastrand::f64(),
                 );
+                envelope.source_version = self.source_version.map(|version| version(&value));
                 (Ok(value), Some(envelope), "loaded")
             }
             Err(error) => {
                 self.counters.refresh_errors.bump();
                 let last = (self.fallback(&key, now))
                     .or_else(|| self.shared_fallback(found.as_mut(), now));
-                match last {
-                    Some(last) => {
+                match (last, self.servable(stand_in)) {
+                    (Some(last), _) => {
                         let rearmed = self.fall_back(&last, now, generation);
                         (Ok(last.value), Some(rearmed), "fallback")
                     }
-                    None => (Err(error), None, "failed"),
+                    // A failed refresh leaves the value it would have replaced.
+                    (None, Some(current)) => (Ok(current), None, "stale"),
+                    (None, None) => (Err(error), None, "failed"),
                 }
             }
         };
         let envelope = match envelope {
-            Some(envelope) => self.write_shared(&key, found.as_ref(), envelope, now).await,
+            Some(envelope) => self.write_shared(&key, found.as_mut(), envelope, now).await,
             None => None,
         };
         (self.settle(leader, shared, envelope), outcome)
@@ -211,19 +301,58 @@ where
 
     /// Stores `envelope` (unless an invalidation fenced the load out meanwhile) and hands
     /// `shared` to the flight's waiters.
+    /// Without a leader (its callers were answered before the load ended) memory keeps
+    /// nothing: only the flight's fence tells whether an invalidation passed meanwhile.
     pub(super) fn settle(
         &self,
-        leader: SharedLeader<K, V, E>,
+        leader: Option<SharedLeader<K, V, E>>,
         shared: Result<V, E>,
         envelope: Option<Envelope<V>>,
     ) -> Result<V, E> {
-        let store = |key| {
-            if let Some(envelope) = envelope {
-                self.store.insert(key, envelope);
+        let Some(leader) = leader else {
+            return shared;
+        };
+        let store = |key: K| {
+            let Some(envelope) = envelope else { return };
+            if self.below_mark(&key, &envelope) {
+                return;
             }
+            self.store.insert(key, envelope);
         };
         leader.settle(shared.clone(), store);
         shared
+    }
+
+    /// The fresh value `found` holds, taken out of it.
+    fn fresh_in(&self, found: &mut Option<Found<V>>) -> Option<Envelope<V>> {
+        let now = self.clock.now();
+        let found = found.as_mut()?;
+        found
+            .envelope
+            .take_if(|stored| stored.state(now) == State::Fresh)
+    }
+
+    /// Answers with a fresh value another replica stored: no origin call. A lease the
+    /// read took goes back when `found` is dropped.
+    fn take_shared(
+        &self,
+        key: &K,
+        leader: Option<SharedLeader<K, V, E>>,
+        found: Option<&Found<V>>,
+        stored: Envelope<V>,
+    ) -> Result<V, E> {
+        let value = Ok(stored.value.clone());
+        let copy = self.memory_copy(key, found, stored);
+        tracing::Span::current().record("outcome", "shared");
+        self.settle(leader, value, copy)
+    }
+
+    /// The value of `stale` if it may still be served now.
+    fn servable(&self, stale: Option<Envelope<V>>) -> Option<V> {
+        let now = self.clock.now();
+        stale
+            .filter(|stale| stale.state(now) != State::Expired)
+            .map(|stale| stale.value)
     }
 
     /// The last value, when `stale_if_error` lets it stand in for a failing origin.
@@ -269,6 +398,20 @@ where
             })),
         }
     }
+}
+
+/// What the shared store said before the origin.
+// One per load, moved once and never stored: boxing `Load` would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Ahead<V, E> {
+    /// Answered without calling the origin.
+    Answered(Result<V, E>),
+    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a stale
+    /// value from the store, the answer if the load ends without one of its own.
+    Load {
+        found: Option<Found<V>>,
+        stand_in: Option<Envelope<V>>,
+    },
 }
 
 /// Counts an origin that unwinds through an inline load as a refresh error (a detached

@@ -1,7 +1,9 @@
 //! A cache's steps on the shared store: connecting on first use, reading before the
-//! origin, publishing under the read's fence, what memory keeps, invalidating, and the
-//! notice listener that keeps memory copies in line with the store.
+//! origin (taking the key's lease, or waiting for the replica that holds it), publishing
+//! under the lease's fence, what memory keeps, invalidating, and the notice listener that
+//! keeps memory copies in line with the store.
 use super::*;
+use crate::store::shared::{Invalidated, Lease, LeaseFor, LeaseRequest, Published, Wake};
 
 impl<K, V, E> Inner<K, V, E>
 where
@@ -36,19 +38,70 @@ where
         tier.as_ref()
     }
 
-    /// What the shared store holds for `key`, counted.
-    pub(super) async fn find_shared(&self, key: &K) -> Option<Found<V>> {
+    /// What the shared store holds for `key`, counted, with the key's lease when `purpose`
+    /// asks for it and nobody holds it.
+    ///
+    /// A miss whose lease another replica holds waits for that replica's notice (a value
+    /// stored, an invalidation, the lease given back), registered before it reads again so
+    /// a notice between the two is not missed, and never longer than the lease has left:
+    /// then it reads again, and takes the lease if its holder died. A refresh never waits.
+    /// An uncoalesced cache takes no lease.
+    pub(super) async fn find_shared(&self, key: &K, purpose: LeaseFor) -> Option<Found<V>> {
         let tier = self.tier()?;
-        let found = tier
-            .find(key, self.clock.now(), self.next_generation())
-            .await?;
-        let now = self.clock.now();
-        match (&found.read, &found.envelope) {
-            (None, _) => self.counters.backend_errors.bump(),
-            (Some(_), Some(stored)) if stored.state(now) == State::Fresh => {
-                self.counters.shared_hits.bump();
+        let entry = tier.address(key)?;
+        // Without coalescing every miss calls the origin, on every replica alike.
+        let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
+        let lease = takes_lease.then(|| LeaseRequest {
+            purpose,
+            ttl: self.policy.lease(),
+        });
+        let read = |entry| tier.find(entry, lease, self.clock.now(), self.next_generation());
+        let mut found = read(entry).await;
+        if purpose == LeaseFor::Miss && lease.is_some() {
+            let (mut waited, mut rereads) = (false, 0);
+            loop {
+                if found.held_by().is_some() {
+                    if !waited {
+                        self.counters.lease_waits.bump();
+                        waited = true;
+                    }
+                    let wake = tier.watch(&found.key);
+                    found = read(found.key).await;
+                    if let Some(remaining) = found.held_by() {
+                        wait_for_notice(wake, remaining).await;
+                    }
+                    continue;
+                }
+                // The store found its value servable by the server's clock, so it granted
+                // no lease; by this cache's clock, a moment later, the value has expired.
+                // Loading now would be a load without the lease, next to the replica that
+                // takes it a millisecond later: read again (the server's clock has passed
+                // the deadline by then) and take the lease, or wait for its holder.
+                let expired_unleased = matches!(
+                    found.read.as_ref().map(|read| &read.lease),
+                    Some(Lease::NotTaken)
+                ) && found
+                    .envelope
+                    .as_ref()
+                    .is_some_and(|stored| stored.state(self.clock.now()) == State::Expired);
+                if expired_unleased && rereads < EXPIRED_REREADS {
+                    rereads += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    found = read(found.key).await;
+                    continue;
+                }
+                break;
             }
-            (Some(_), _) => self.counters.shared_misses.bump(),
+        }
+        let now = self.clock.now();
+        let state = found.envelope.as_ref().map(|stored| stored.state(now));
+        match (&found.read, purpose, state) {
+            (None, _, _) => self.counters.backend_errors.bump(),
+            // A refresh's callers were counted where they were served; a stale value a
+            // miss finds is counted when it is served.
+            (Some(_), LeaseFor::Refresh, _) | (Some(_), LeaseFor::Miss, Some(State::Stale)) => {}
+            (Some(_), LeaseFor::Miss, Some(State::Fresh)) => self.counters.shared_hits.bump(),
+            (Some(_), LeaseFor::Miss, _) => self.counters.shared_misses.bump(),
         }
         Some(found)
     }
@@ -57,21 +110,27 @@ where
     /// what memory keeps of it: everything on the memory backend; on a shared one, a
     /// tiered copy, or the value loaded while the store was unreachable (degraded); nothing
     /// when the store refused it because an invalidation raised the fence meanwhile.
+    /// A refused publish is counted (`publish_refused`).
     pub(super) async fn write_shared(
         &self,
         key: &K,
-        found: Option<&Found<V>>,
+        mut found: Option<&mut Found<V>>,
         envelope: Envelope<V>,
         now: Instant,
     ) -> Option<Envelope<V>> {
-        if let (Some(tier), Some(found)) = (self.tier(), found) {
+        if let (Some(tier), Some(found)) = (self.tier(), found.as_deref_mut()) {
             if let (Some(read), false) = (&found.read, envelope.rearmed) {
-                if !tier.publish(&found.key, read, &envelope, now).await {
-                    return None;
+                let lease = found.lease.take();
+                match tier.publish(&found.key, read, lease, &envelope, now).await {
+                    Some(Published::RefusedByFence | Published::RefusedBySourceVersion) => {
+                        self.counters.publish_refused.bump();
+                        return None;
+                    }
+                    Some(Published::Stored | Published::AlreadyExpired) | None => {}
                 }
             }
         }
-        self.memory_copy(key, found, envelope)
+        self.memory_copy(key, found.as_deref(), envelope)
     }
 
     /// What memory keeps of a value on this cache's backend (see [`Inner::write_shared`]).
@@ -124,6 +183,72 @@ where
         tier.remote.invalidate(entry).await.map_err(|error| {
             backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
         })
+    }
+}
+
+/// Until a notice for the key, or for at most `remaining` (the lease's time left). A
+/// subscription that is down cannot bring the notice: the key is read again soon instead,
+/// still never later than the lease allows.
+async fn wait_for_notice(wake: tokio::sync::oneshot::Receiver<Wake>, remaining: Duration) {
+    match tokio::time::timeout(remaining, wake).await {
+        Ok(Ok(Wake::Notice(_))) | Err(_) => {}
+        Ok(Ok(Wake::SubscriptionLost) | Err(_)) => {
+            tokio::time::sleep(remaining.min(UNHEARD_RECHECK)).await;
+        }
+    }
+}
+
+/// How often a miss reads again when the store's value expired between the store's clock
+/// and this cache's: a few milliseconds of disagreement at most.
+const EXPIRED_REREADS: u32 = 3;
+
+/// While notices cannot arrive, how often a waiting miss reads its key again.
+const UNHEARD_RECHECK: Duration = Duration::from_millis(100);
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
+    /// When the store cannot decide, the value is dropped here (the side that can only cost
+    /// a reload) and the invalidation queued.
+    pub(super) async fn invalidate_shared_at(&self, key: &K, version: u64) -> Result<(), Error> {
+        let backend = |message: String| Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        };
+        let drop_here = || {
+            self.flights.invalidate(key);
+            self.store.invalidate(key);
+        };
+        let Some(tier) = self.tier() else {
+            drop_here();
+            return Err(backend(
+                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
+            ));
+        };
+        let entry = match tier.entry_key(key) {
+            Ok(entry) => entry,
+            Err(error) => {
+                drop_here();
+                return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
+            }
+        };
+        match tier.remote.invalidate_at(entry.clone(), version).await {
+            Ok(Invalidated::Fenced { .. }) => {
+                drop_here();
+                tier.noticed(entry.value());
+                Ok(())
+            }
+            Ok(Invalidated::Late) => Ok(()),
+            Err(error) => {
+                drop_here();
+                tier.noticed(entry.value());
+                Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
+            }
+        }
     }
 }
 

@@ -35,6 +35,7 @@
 #[allow(dead_code)]
 pub(crate) mod fingerprint;
 pub(crate) mod keys;
+pub(crate) mod lease;
 pub(crate) mod memory;
 #[allow(dead_code)]
 pub(crate) mod redis;

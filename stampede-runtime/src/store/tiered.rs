@@ -15,8 +15,11 @@
 //! are replayed before this replica reads the store again: no replica serves a value from
 //! the store that it was told to drop.
 use super::keys::{EntryKey, KeyError};
+use super::lease::HeldLease;
 use super::redis::{RedisConfig, RedisStore};
-use super::shared::{Published, Read, SharedStore, StoreError};
+use super::shared::{
+    Invalidated, Lease, LeaseRequest, Published, Read, SharedStore, StoreError, Wake,
+};
 use super::wire::{Header, Wire, WireError};
 use crate::clock::Instant;
 use crate::config::backend::BackendSettings;
@@ -35,7 +38,7 @@ pub(crate) struct Remote {
     wire: Wire,
     prefix: String,
     /// By value key: each key once, however often it was invalidated meanwhile.
-    queued: Mutex<HashMap<String, EntryKey>>,
+    queued: Mutex<HashMap<String, Queued>>,
     /// Set while `queued` is not empty: a read checks this, not the mutex.
     pending: AtomicBool,
     /// One replay at a time, so no read overtakes a replay in progress.
@@ -95,10 +98,15 @@ impl Remote {
         &*self.store
     }
 
-    /// A read of `key`, once every queued invalidation has been taken.
-    pub(crate) async fn read(&self, key: &EntryKey) -> Result<Read, StoreError> {
+    /// A read of `key` (taking its lease, if asked and free), once every queued
+    /// invalidation has been taken.
+    pub(crate) async fn read(
+        &self,
+        key: &EntryKey,
+        lease: Option<LeaseRequest>,
+    ) -> Result<Read, StoreError> {
         self.replay().await?;
-        self.store.read(key, None).await
+        self.store.read(key, lease).await
     }
 
     /// Raises `key`'s fence and drops its value; when the store cannot take it now, the
@@ -109,7 +117,25 @@ impl Remote {
             Err(error) => Err(error),
         };
         if taken.is_err() {
-            self.queue([key]);
+            self.queue([Queued::plain(key)]);
+        }
+        taken
+    }
+
+    /// [`Remote::invalidate`] for a change at `source_version`: the store decides whether
+    /// it arrived late. When the store cannot take it now, it is queued with its version
+    /// and the error returned.
+    pub(crate) async fn invalidate_at(
+        &self,
+        key: EntryKey,
+        source_version: u64,
+    ) -> Result<Invalidated, StoreError> {
+        let taken = match self.replay().await {
+            Ok(()) => self.store.invalidate_at(&key, source_version).await,
+            Err(error) => Err(error),
+        };
+        if taken.is_err() {
+            self.queue([Queued::at(key, source_version)]);
         }
         taken
     }
@@ -138,7 +164,11 @@ impl Remote {
         match failed.next() {
             None => Ok(found),
             Some((key, error)) => {
-                self.queue(std::iter::once(key).chain(failed.map(|(key, _)| key)));
+                self.queue(
+                    std::iter::once(key)
+                        .chain(failed.map(|(key, _)| key))
+                        .map(Queued::plain),
+                );
                 Err(error)
             }
         }
@@ -152,10 +182,15 @@ impl Remote {
             .len()
     }
 
-    fn queue(&self, keys: impl IntoIterator<Item = EntryKey>) {
+    fn queue(&self, entries: impl IntoIterator<Item = Queued>) {
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-        for key in keys {
-            queued.insert(key.value().to_owned(), key);
+        for entry in entries {
+            let value = entry.key.value().to_owned();
+            let merged = match queued.remove(&value) {
+                Some(other) => other.merge(entry),
+                None => entry,
+            };
+            queued.insert(value, merged);
         }
         self.pending.store(!queued.is_empty(), Ordering::Release);
     }
@@ -166,17 +201,62 @@ impl Remote {
             return Ok(());
         }
         let _one = self.replaying.lock().await;
-        let keys: Vec<EntryKey> = {
+        let entries: Vec<Queued> = {
             let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
             self.pending.store(false, Ordering::Release);
-            queued.drain().map(|(_, key)| key).collect()
+            queued.drain().map(|(_, entry)| entry).collect()
         };
-        let mut keys = keys.into_iter();
-        while let Some(key) = keys.next() {
-            if let Err(error) = self.store.invalidate(&key).await {
-                self.queue(std::iter::once(key).chain(keys));
+        let mut entries = entries.into_iter();
+        while let Some(entry) = entries.next() {
+            if let Err(error) = entry.send(&*self.store).await {
+                self.queue(std::iter::once(entry).chain(entries));
                 return Err(error);
             }
+        }
+        Ok(())
+    }
+}
+
+/// A key's invalidations the store has not taken yet, merged: the highest source version
+/// (so the mark still rises to it) and whether any came without one.
+struct Queued {
+    key: EntryKey,
+    plain: bool,
+    version: Option<u64>,
+}
+
+impl Queued {
+    fn plain(key: EntryKey) -> Self {
+        Queued {
+            key,
+            plain: true,
+            version: None,
+        }
+    }
+
+    fn at(key: EntryKey, version: u64) -> Self {
+        Queued {
+            key,
+            plain: false,
+            version: Some(version),
+        }
+    }
+
+    fn merge(self, other: Queued) -> Queued {
+        Queued {
+            key: self.key,
+            plain: self.plain || other.plain,
+            version: self.version.max(other.version),
+        }
+    }
+
+    /// The versioned invalidation first, so the mark rises even when a plain one follows.
+    async fn send(&self, store: &dyn SharedStore) -> Result<(), StoreError> {
+        if let Some(version) = self.version {
+            store.invalidate_at(&self.key, version).await?;
+        }
+        if self.plain {
+            store.invalidate(&self.key).await?;
         }
         Ok(())
     }
@@ -233,6 +313,19 @@ pub(crate) struct Found<V> {
     pub(crate) read: Option<Read>,
     /// The stored value, as a memory envelope, if one decoded.
     pub(crate) envelope: Option<Envelope<V>>,
+    /// The key's lease, when this read took it: the publish consumes it, anything else
+    /// gives it back.
+    pub(crate) lease: Option<HeldLease>,
+}
+
+impl<V> Found<V> {
+    /// Another replica holds the key's lease, for this much longer at most.
+    pub(crate) fn held_by(&self) -> Option<Duration> {
+        match self.read.as_ref()?.lease {
+            Lease::HeldBy { remaining } => Some(remaining),
+            _ => None,
+        }
+    }
 }
 
 /// One cache's side of the shared store.
@@ -296,26 +389,50 @@ where
         self.remote.invalidate_all(&pattern).await
     }
 
-    /// Reads `key` from the shared store. `None` when the key cannot be addressed (its
-    /// `Serialize` failed); a failed read is `Found { read: None, .. }` (degraded).
-    pub(crate) async fn find(&self, key: &K, now: Instant, generation: u64) -> Option<Found<V>> {
-        let entry = match self.entry_key(key) {
-            Ok(entry) => entry,
+    /// The entry `key` addresses in the shared store. `None` when the key cannot be
+    /// addressed (its `Serialize` failed): the cache then works from memory.
+    pub(crate) fn address(&self, key: &K) -> Option<EntryKey> {
+        match self.entry_key(key) {
+            Ok(entry) => Some(entry),
             Err(error) => {
                 tracing::warn!(target: "stampede", cache = %self.name, %error, "key cannot be written for the shared store; served from memory");
-                return None;
+                None
             }
-        };
-        let read = match self.remote.read(&entry).await {
+        }
+    }
+
+    /// Resolves on the next notice naming `entry`, or at once when notices are not
+    /// flowing. Register it before a read, so a publish right after the read still wakes.
+    pub(crate) fn watch(&self, entry: &EntryKey) -> tokio::sync::oneshot::Receiver<Wake> {
+        self.remote.store.watch(entry)
+    }
+
+    /// Reads `entry` from the shared store, taking its lease when `lease` asks and the
+    /// store grants it. A failed read is `Found { read: None, .. }` (degraded).
+    pub(crate) async fn find(
+        &self,
+        entry: EntryKey,
+        lease: Option<LeaseRequest>,
+        now: Instant,
+        generation: u64,
+    ) -> Found<V> {
+        let read = match self.remote.read(&entry, lease).await {
             Ok(read) => read,
             Err(error) => {
                 tracing::debug!(target: "stampede", cache = %self.name, %error, "shared store unreachable; loading in this process");
-                return Some(Found {
+                return Found {
                     key: entry,
                     read: None,
                     envelope: None,
-                });
+                    lease: None,
+                };
             }
+        };
+        let lease = match read.lease {
+            Lease::Granted { fence } => {
+                Some(HeldLease::new(self.remote.clone(), entry.clone(), fence))
+            }
+            _ => None,
         };
         let envelope = read.envelope.as_deref().and_then(|bytes| {
             match (self.codec.decode)(&self.remote.wire, bytes) {
@@ -333,47 +450,58 @@ where
                 }
             }
         });
-        Some(Found {
+        Found {
             key: entry,
             read: Some(read),
             envelope,
-        })
+            lease,
+        }
     }
 
-    /// Publishes `envelope` under the fence of `read`. `true` if memory may keep a copy:
-    /// stored, or refused only because its deadlines passed; a fence refusal means an
-    /// invalidation (or a newer load) got there first.
+    /// Publishes `envelope` under the fence of `read` (the lease's, when the read took
+    /// it), with the source version the value carries. `None` when it was not written
+    /// (it could not be encoded, or the store did not answer): memory may keep it. A
+    /// publish the store answered consumes the lease, stored or refused.
     pub(crate) async fn publish(
         &self,
         entry: &EntryKey,
         read: &Read,
+        lease: Option<HeldLease>,
         envelope: &Envelope<V>,
         now: Instant,
-    ) -> bool {
+    ) -> Option<Published> {
         let server_now = read.clock.now_ms();
         let header = to_wire(envelope, server_now, now, read.fence);
         let bytes = match (self.codec.encode)(&self.remote.wire, &header, &envelope.value) {
             Ok(bytes) => bytes,
             Err(error) => {
                 tracing::warn!(target: "stampede", key = %entry, %error, "value not written to the shared store");
-                return true;
+                return None;
             }
         };
         let publication = super::shared::Publication {
             fence: read.fence,
             envelope: bytes,
             keep_until_ms: header.keep_until_ms,
-            source_version: None,
+            source_version: envelope.source_version,
         };
         match self.remote.store.publish(entry, publication).await {
-            Ok(Published::Stored | Published::AlreadyExpired) => true,
-            Ok(Published::RefusedByFence | Published::RefusedBySourceVersion) => {
-                tracing::debug!(target: "stampede", key = %entry, "publish refused: invalidated while loading");
-                false
+            Ok(published) => {
+                if let Some(lease) = lease {
+                    lease.published();
+                }
+                if matches!(
+                    published,
+                    Published::RefusedByFence | Published::RefusedBySourceVersion
+                ) {
+                    tracing::debug!(target: "stampede", key = %entry, outcome = ?published, "publish refused: a newer load or an invalidation got there first");
+                }
+                Some(published)
             }
             Err(error) => {
+                // It may have run: the lease goes back (only if still ours) when dropped.
                 tracing::debug!(target: "stampede", key = %entry, %error, "value not written to the shared store");
-                true
+                None
             }
         }
     }
@@ -398,6 +526,7 @@ fn to_memory<V>(
         delta: header.delta,
         generation,
         rearmed: false,
+        source_version: header.source_version,
     }
 }
 
@@ -414,6 +543,6 @@ fn to_wire<V>(envelope: &Envelope<V>, server_now: u64, now: Instant, fence: u64)
         loaded_at_ms: server_now,
         delta: envelope.delta,
         fence,
-        source_version: None,
+        source_version: envelope.source_version,
     }
 }

@@ -69,6 +69,20 @@ async fn local_only(id: u64) -> Result<NotSerde, AppError> {
     Ok(NotSerde(id))
 }
 
+fn profile_version(profile: &Profile) -> u64 {
+    profile.id
+}
+
+#[cached(fresh = "1m", source_version = profile_version)]
+async fn versioned(id: u64) -> Result<Profile, AppError> {
+    Ok(Profile { id })
+}
+
+#[cached(fresh = "1m", local, source_version = |value: &NotSerde| value.0)]
+async fn versioned_locally(id: u64) -> Result<NotSerde, AppError> {
+    Ok(NotSerde(id))
+}
+
 type AppResult<T> = Result<T, AppError>;
 
 #[cached(fresh = "10s", returns = result)]
@@ -89,6 +103,10 @@ async fn main() {
     assert_eq!(mapped(4).await.unwrap(), 4);
     assert_eq!(local_only(5).await.unwrap().0, 5);
     assert_eq!(through_an_alias(6).await.unwrap(), 6);
+    assert_eq!(versioned(7).await.unwrap(), Profile { id: 7 });
+    assert_eq!(versioned_locally(8).await.unwrap().0, 8);
+    VERSIONED.invalidate_at(&7, 7).await.unwrap();
+    VERSIONED_LOCALLY.invalidate_at(&8, 9).await.unwrap();
     LOAD_PROFILE.invalidate(&(TenantId(1), 2));
     LOAD_PROFILE.invalidate_all();
     assert_eq!(LOAD_PROFILE.stats().origin_calls, 1);

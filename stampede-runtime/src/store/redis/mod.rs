@@ -248,30 +248,20 @@ impl RedisStore {
 
 impl Inner {
     /// Runs one call through the breaker, under the response timeout, retrying once on a
-    /// connection error (the reconnect gap) while time remains, when `retry` allows: the
-    /// first attempt may have run before its connection broke, so only calls that may run
-    /// twice retry (a lease taken twice would leave a phantom lease of our own).
-    async fn call<T, F, Fut>(
-        &self,
-        key: &EntryKey,
-        retry: Retry,
-        attempt: F,
-    ) -> Result<T, StoreError>
+    /// connection error (the reconnect gap) while time remains. The first attempt may have
+    /// run before its connection broke, so `attempt` must be safe to run twice: every
+    /// script is, except a read that takes a lease, whose retry only reads.
+    async fn call<T, F, Fut>(&self, key: &EntryKey, attempt: F) -> Result<T, StoreError>
     where
         F: Fn(Connection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let (_, breaker) = self.shards.for_key(key.value());
-        self.call_through(&breaker, retry, attempt).await
+        self.call_through(&breaker, attempt).await
     }
 
     /// [`Inner::call`] through a given breaker: the one of the master it goes to.
-    async fn call_through<T, F, Fut>(
-        &self,
-        breaker: &Breaker,
-        retry: Retry,
-        attempt: F,
-    ) -> Result<T, StoreError>
+    async fn call_through<T, F, Fut>(&self, breaker: &Breaker, attempt: F) -> Result<T, StoreError>
     where
         F: Fn(Connection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -285,10 +275,9 @@ impl Inner {
         let outcome = tokio::time::timeout(timeout, async {
             match attempt(self.connection.clone()).await {
                 Err(e)
-                    if retry == Retry::OnConnectionError
-                        && (e.is_io_error()
-                            || e.is_connection_dropped()
-                            || e.is_connection_refusal()) =>
+                    if e.is_io_error()
+                        || e.is_connection_dropped()
+                        || e.is_connection_refusal() =>
                 {
                     attempt(self.connection.clone()).await
                 }
@@ -340,14 +329,16 @@ impl Inner {
             ),
         };
         let fence_keep = millis(FENCE_KEEP).max(ttl);
-        let retry = if lease.is_some() {
-            Retry::Never
-        } else {
-            Retry::OnConnectionError
-        };
         let sent = Instant::now();
+        let attempts = AtomicU64::new(0);
         let (now, envelope, fence, lease, left): (u64, Option<Vec<u8>>, u64, String, u64) = self
-            .call(key, retry, |mut connection| {
+            .call(key, |mut connection| {
+                // The retry after a connection error (the reconnect gap) only reads: the
+                // first attempt may have taken the lease, and taking it again would make
+                // this caller wait for a lease of its own. A lease nobody holds that way
+                // is consumed by this caller's publish (same fence), or lapses.
+                let first = attempts.fetch_add(1, Ordering::Relaxed) == 0;
+                let (mode, ttl) = if first { (mode, ttl) } else { ("none", 0) };
                 let mut invocation = self.scripts.read.prepare_invoke();
                 entry_keys(&mut invocation, key);
                 invocation.arg(mode).arg(ttl).arg(fence_keep);
@@ -387,7 +378,7 @@ impl Inner {
             return Ok(None);
         };
         let (envelope, fence): (Option<Vec<u8>>, Option<String>) = self
-            .call(key, Retry::OnConnectionError, |mut connection| {
+            .call(key, |mut connection| {
                 let mut mget = redis::cmd("MGET");
                 mget.arg(key.value()).arg(key.fence());
                 async move { mget.query_async(&mut connection).await }
@@ -421,7 +412,7 @@ impl Inner {
             .map(version_digits)
             .unwrap_or_default();
         let (outcome, notices): (String, u64) = self
-            .call(key, Retry::OnConnectionError, |mut connection| {
+            .call(key, |mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
                 entry_keys(&mut invocation, key);
                 invocation
@@ -452,7 +443,7 @@ impl Inner {
     ) -> Result<Invalidated, StoreError> {
         let version = source_version.map(version_digits).unwrap_or_default();
         let fence: i64 = self
-            .call(key, Retry::OnConnectionError, |mut connection| {
+            .call(key, |mut connection| {
                 let mut invocation = self.scripts.invalidate.prepare_invoke();
                 entry_keys(&mut invocation, key);
                 invocation
@@ -475,7 +466,7 @@ impl Inner {
 
     async fn release(&self, key: &EntryKey, fence: u64) -> Result<bool, StoreError> {
         let released: i64 = self
-            .call(key, Retry::OnConnectionError, |mut connection| {
+            .call(key, |mut connection| {
                 let mut invocation = self.scripts.release.prepare_invoke();
                 entry_keys(&mut invocation, key);
                 invocation
@@ -500,22 +491,18 @@ impl Inner {
             Connection::Cluster(_) => {
                 let breaker = self.shards.breaker("");
                 let reply = self
-                    .call_through(
-                        &breaker,
-                        Retry::OnConnectionError,
-                        |connection| async move {
-                            let Connection::Cluster(mut cluster) = connection else {
-                                unreachable!("matched a cluster connection above")
-                            };
-                            let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
-                            cluster
-                                .route_command(
-                                    slots,
-                                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                                )
-                                .await
-                        },
-                    )
+                    .call_through(&breaker, |connection| async move {
+                        let Connection::Cluster(mut cluster) = connection else {
+                            unreachable!("matched a cluster connection above")
+                        };
+                        let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
+                        cluster
+                            .route_command(
+                                slots,
+                                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                            )
+                            .await
+                    })
                     .await?;
                 if !self.shards.update(&reply) {
                     return Err(StoreError::Backend(
@@ -531,7 +518,7 @@ impl Inner {
             let mut cursor = 0_u64;
             loop {
                 let (next, keys): (u64, Vec<String>) = self
-                    .call_through(&breaker, Retry::OnConnectionError, |connection| {
+                    .call_through(&breaker, |connection| {
                         scan(connection, &master, cursor, pattern)
                     })
                     .await?;
@@ -597,14 +584,6 @@ fn counter(text: &str) -> Option<u64> {
         .then(|| text.parse::<u64>().ok())
         .flatten()
         .filter(|&n| n < 1 << 53)
-}
-
-/// Whether a call may be sent again after a connection error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Retry {
-    /// Running it twice does no harm (a second notice, a second fence raise).
-    OnConnectionError,
-    Never,
 }
 
 /// The error a healthy node gives while a slot moves: TRYAGAIN, when a script's keys are
@@ -723,9 +702,7 @@ async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
         for master in inner.shards.masters() {
             let breaker = inner.shards.breaker(&master);
             let _ = inner
-                .call_through(&breaker, Retry::OnConnectionError, |connection| {
-                    ping(connection, &master)
-                })
+                .call_through(&breaker, |connection| ping(connection, &master))
                 .await;
         }
         if *inner.hub.subscription().borrow() {
