@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use stampede::{Backend, Cache, Policy, Runtime};
 
-const USAGE: &str =
-    "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS]
+const USAGE: &str = "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--chart SVG]
 
 The herd across N replicas (independent runtimes in this process) sharing one Redis:
   --fleet       replicas, 1..=64
@@ -27,6 +26,7 @@ The herd across N replicas (independent runtimes in this process) sharing one Re
   --rate        requests per second on the hot key, over all replicas (default 2000)
   --duration    seconds of load per strategy (default 3)
   --origin-ms   origin latency in milliseconds (default 50)
+  --chart       also draw origin calls per 100 ms for each strategy into this SVG file
 Needs `redis-server` and `redis-cli` on PATH (apt-get install redis-server).";
 
 #[derive(Debug, Clone)]
@@ -36,6 +36,7 @@ struct Settings {
     rate: u64,
     duration: Duration,
     origin_latency: Duration,
+    chart: Option<std::path::PathBuf>,
 }
 
 /// Values are fresh this long in every strategy; the lease is longer than any origin call.
@@ -69,6 +70,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         rate: 2_000,
         duration: Duration::from_secs(3),
         origin_latency: Duration::from_millis(50),
+        chart: None,
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -78,7 +80,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
                 settings.cluster = true;
                 continue;
             }
-            "--fleet" | "--rate" | "--duration" | "--origin-ms" => {}
+            "--fleet" | "--rate" | "--duration" | "--origin-ms" | "--chart" => {}
             other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -100,6 +102,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             "--origin-ms" => {
                 settings.origin_latency = Duration::from_millis(number("milliseconds")?)
             }
+            "--chart" => settings.chart = Some(value.into()),
             _ => unreachable!("every flag was matched above"),
         }
     }
@@ -171,11 +174,14 @@ struct Database {
     calls: AtomicUsize,
     /// Per call: (replica, when its value was returned to the cache).
     returned: Mutex<Vec<(usize, Instant)>>,
+    /// When each call started.
+    calls_at: Mutex<Vec<Instant>>,
 }
 
 impl Database {
     async fn load(&self, replica: usize, latency: Duration) -> Result<u64, stampede::Error> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        self.calls_at.lock().unwrap().push(Instant::now());
         tokio::time::sleep(latency).await;
         let mut returned = self.returned.lock().unwrap();
         if returned.len() <= call {
@@ -198,6 +204,8 @@ struct Row {
     origin_calls: usize,
     wake_ups: Vec<Duration>,
     caller_p99: Duration,
+    /// When each origin call after the warm-up started, from the start of load.
+    origin_calls_at: Vec<Duration>,
 }
 
 fn run(settings: &Settings) -> ExitCode {
@@ -240,8 +248,10 @@ fn run(settings: &Settings) -> ExitCode {
         "wake p99",
         "caller p99"
     );
+    let mut origin_calls_at = Vec::new();
     for (run_number, strategy) in Strategy::ALL.into_iter().enumerate() {
-        let row = runtime.block_on(one(settings, &store, strategy, run_number));
+        let mut row = runtime.block_on(one(settings, &store, strategy, run_number));
+        origin_calls_at.push((strategy.name(), std::mem::take(&mut row.origin_calls_at)));
         let at = |q: f64| match row.wake_ups.len() {
             0 => "-".to_owned(),
             n => format!("{:.2?}", row.wake_ups[((n - 1) as f64 * q) as usize]),
@@ -257,6 +267,17 @@ fn run(settings: &Settings) -> ExitCode {
             at(0.99),
             format!("{:.2?}", row.caller_p99),
         );
+    }
+    if let Some(path) = &settings.chart {
+        let title = format!(
+            "Origin calls per 100 ms: one hot key on {} replicas, {} req/s, origin {:?}, fresh {:?}",
+            settings.replicas, settings.rate, settings.origin_latency, FRESH
+        );
+        if let Err(e) = super::chart::draw(path, &title, settings.duration, &origin_calls_at) {
+            eprintln!("herd --fleet: cannot draw {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("\nchart: {}", path.display());
     }
     ExitCode::SUCCESS
 }
@@ -323,6 +344,10 @@ async fn one(settings: &Settings, store: &Store, strategy: Strategy, run: usize)
         served.push(one);
     }
     let returned = db.returned.lock().unwrap().clone();
+    let origin_calls_at = db.calls_at.lock().unwrap()[warm_calls..]
+        .iter()
+        .map(|&at| at.saturating_duration_since(started))
+        .collect();
     // A wake-up: a caller on another replica that asked before the value it got existed.
     let mut wake_ups: Vec<Duration> = served
         .iter()
@@ -343,5 +368,6 @@ async fn one(settings: &Settings, store: &Store, strategy: Strategy, run: usize)
             .get(((latencies.len().max(1) - 1) as f64 * 0.99) as usize)
             .copied()
             .unwrap_or_default(),
+        origin_calls_at,
     }
 }
