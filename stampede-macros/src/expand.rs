@@ -34,7 +34,13 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Returns::Result { ty, ok, err } => (ok.clone(), err.clone(), ty.clone()),
         Returns::Value(ty) => (ty.clone(), syn::parse_quote!(#private::Error), ty.clone()),
     };
-    let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #error_ty>);
+    // A `Result` function's cache carries its failures as `Failure<E>` (the origin's error
+    // behind an `Arc`), so an `E` that is not `Clone` still reaches every caller.
+    let cache_error_ty = match &plan.returns {
+        Returns::Result { .. } => quote!(#private::Failure<#error_ty>),
+        Returns::Value(_) => quote!(#error_ty),
+    };
+    let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #cache_error_ty>);
 
     // The cache's site: one per expansion, even when a `macro_rules!` writes several
     // functions of one name at one position; the runtime adds the instantiation.
@@ -47,9 +53,20 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let policy = policy(&plan, &private);
+    let error_span = syn::spanned::Spanned::span(&error_ty);
+    // Without `map_error`, `E::from`; asked of the compiler so an `E` without it gets one
+    // message under the error type (see `ErrorMap`).
     let map_error = match &plan.map_error {
         Some(path) => quote!(#path),
-        None => quote!(#private::from_cache_error::<#error_ty>),
+        None => quote_spanned! {error_span=>
+            {
+                #[allow(unused_imports)]
+                use #private::{MapByFrom as _, MapMissing as _};
+                #[allow(clippy::needless_borrow)]
+                let map_error = (&&#private::ErrorMap::<#error_ty>::new()).map_error();
+                map_error
+            }
+        },
     };
     let mode = match plan.mode {
         Mode::Detached => quote!(#private::LeaderMode::Detached),
@@ -57,12 +74,13 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
     // Without `local`, the runtime's backend decides where values live, so serde must be
     // able to write them; `local` caches never leave memory.
+    let failure = quote!(#private::Failure::<#error_ty>::cache);
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#private::build_claimed_cache(#policy, #map_error, claim))
+            quote!(#private::build_claimed_cache(#policy, #failure, claim))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#private::build_shared_cache(#policy, #map_error, claim))
+            quote!(#private::build_shared_cache(#policy, #failure, claim))
         }
         (Returns::Value(_), true) => quote!(#private::build_plain_cache(#policy, claim)),
         (Returns::Value(_), false) => quote!(#private::build_shared_plain_cache(#policy, claim)),
@@ -110,9 +128,9 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         // A plain `fn`: the body runs in a closure of its own, so its `return`s and `?`s
         // stay its own.
         Returns::Result { .. } if plan.sync => quote! {
-            move |__stampede_key: &#key_ty| -> #ret_ty {
+            move |__stampede_key: &#key_ty| -> ::core::result::Result<#value_ty, #cache_error_ty> {
                 #restore
-                (move || -> #ret_ty { #body })()
+                #private::origin_answer::<#ret_ty>((move || -> #ret_ty { #body })())
             }
         },
         Returns::Value(_) if plan.sync => quote! {
@@ -126,7 +144,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                 #restore
                 async move {
                     #give_clones
-                    #body
+                    let __stampede_result: #ret_ty = async move { #body }.await;
+                    #private::origin_answer::<#ret_ty>(__stampede_result)
                 }
             }
         },
@@ -149,8 +168,23 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             __stampede_cache.#load(__stampede_key, #origin).await
         }
     };
+    // Each caller's own `E`: a clone, the original, or its shared form (see `Answer`).
+    let ran_origin = plan.sync || plan.mode == Mode::Inline;
+    let answer = quote_spanned! {error_span=>
+        (&&#private::Answer::<#error_ty>::new(#map_error, #ran_origin)).answer(failure)
+    };
     let call = match &plan.returns {
-        Returns::Result { .. } => call,
+        Returns::Result { .. } => quote! {
+            <#ret_ty as #private::Fallible>::from_result(match #call {
+                ::core::result::Result::Ok(value) => ::core::result::Result::Ok(value),
+                #[allow(clippy::needless_borrow)]
+                ::core::result::Result::Err(failure) => {
+                    #[allow(unused_imports)]
+                    use #private::{AnswerByClone as _, AnswerByShare as _};
+                    ::core::result::Result::Err(#answer)
+                }
+            })
+        },
         Returns::Value(_) => quote! {
             match #call {
                 ::core::result::Result::Ok(value) => value,
@@ -177,7 +211,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         quote! {
             #[doc = #handle_doc]
             #[allow(dead_code)]
-            #vis const #handle: #private::Handle<#key_ty, #value_ty, #error_ty> = #handle_site;
+            #vis const #handle: #private::Handle<#key_ty, #value_ty, #cache_error_ty> = #handle_site;
         }
     };
     quote! {
@@ -433,13 +467,9 @@ fn assertions(
     };
     let error = match (&plan.returns, &plan.map_error) {
         (Returns::Value(_), _) => TokenStream::new(),
-        (Returns::Result { .. }, Some(_)) => {
-            quote_spanned!(error_span=> #private::assert_shared_error::<#error_ty>();)
+        (Returns::Result { .. }, _) => {
+            quote_spanned!(error_span=> #private::assert_origin_error::<#error_ty>();)
         }
-        (Returns::Result { .. }, None) => quote_spanned! {error_span=>
-            #private::assert_shared_error::<#error_ty>();
-            #private::assert_from_cache_error::<#error_ty>();
-        },
     };
     quote!(#key #value #plain #error)
 }

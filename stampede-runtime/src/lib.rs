@@ -26,6 +26,7 @@ mod config;
 mod deadline;
 mod envelope;
 mod error;
+mod failure;
 mod flight;
 #[cfg(test)]
 mod flight_tests;
@@ -45,7 +46,7 @@ pub mod xfetch;
 pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
-pub use error::Error;
+pub use error::{Error, OriginError};
 pub use handle::{Handle, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
