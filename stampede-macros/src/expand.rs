@@ -417,6 +417,18 @@ fn policy(plan: &Plan, private: &TokenStream) -> TokenStream {
         };
         calls.push(quote!(.cache_if(::core::option::Option::is_some as fn(&#value_ty) -> bool)));
     }
+    if let (Some(kept), Returns::Result { err, .. }) = (&plan.cache_errors, &plan.returns) {
+        let keep = &kept.keep;
+        let millis = kept.ttl.millis;
+        // The cache's errors are `Failure<E>`: the predicate speaks for the origin's.
+        calls.push(quote! {
+            .cache_errors(
+                ::core::time::Duration::from_millis(#millis),
+                (|failure: &#private::Failure<#err>| failure.origin_is(#keep))
+                    as fn(&#private::Failure<#err>) -> bool,
+            )
+        });
+    }
     if let Some(version) = plan.version {
         calls.push(quote!(.version(#version)));
     }

@@ -101,6 +101,11 @@ impl<E> Failure<E> {
         Failure::Cache(error)
     }
 
+    /// Whether this is an origin's error that `keep` accepts (negative caching chooses
+    /// among the origin's errors only, never stampede's own).
+    pub fn origin_is(&self, keep: fn(&E) -> bool) -> bool {
+        matches!(self, Failure::Origin(error) if keep(error))
+    }
 }
 
 impl<E> Clone for Failure<E> {

@@ -34,6 +34,7 @@ mod flight_tests;
 pub mod guards;
 mod handle;
 mod loader;
+mod negative;
 mod policy;
 mod stats;
 mod store;

@@ -64,6 +64,9 @@ pub struct Stats {
     /// Loads that could not reach the shared store (degraded: memory and in-process
     /// coalescing only).
     pub backend_errors: u64,
+    /// Calls answered with an error kept by negative caching (`cache_errors`), without an
+    /// origin call.
+    pub error_hits: u64,
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
@@ -119,6 +122,7 @@ pub(crate) struct Counters {
     pub(crate) shared_hits: Counter,
     pub(crate) shared_misses: Counter,
     pub(crate) backend_errors: Counter,
+    pub(crate) error_hits: Counter,
 }
 
 impl Counters {
@@ -143,6 +147,7 @@ impl Counters {
             shared_hits: self.shared_hits.get(),
             shared_misses: self.shared_misses.get(),
             backend_errors: self.backend_errors.get(),
+            error_hits: self.error_hits.get(),
         }
     }
 }

@@ -33,6 +33,7 @@ use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::negative::KnownErrors;
 use crate::policy::Policy;
 use crate::stats::{Counters, Observed, Stats};
 use crate::store::memory::MemoryStore;
@@ -221,8 +222,10 @@ where
             }
             _ => None,
         };
+        let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
         let inner = Arc::new_cyclic(|me| Inner {
             store: MemoryStore::new(&policy),
+            known_errors,
             policy,
             gate,
             clock,
@@ -246,6 +249,8 @@ struct Inner<K, V, E> {
     gate: Gate,
     clock: Clock,
     store: MemoryStore<K, V>,
+    /// Errors kept by negative caching (`cache_errors`), when the policy asks for it.
+    known_errors: Option<KnownErrors<K, E>>,
     flights: Arc<Flights<K, Result<V, E>>>,
     counters: Counters,
     generation: AtomicU64,
@@ -353,6 +358,7 @@ where
         // Fence first: a load that stores before the fence moves is removed just after.
         self.inner.flights.invalidate(key);
         self.inner.store.invalidate(key);
+        self.inner.forget_error(key);
         self.inner.invalidate_shared(key).await
     }
 
@@ -362,6 +368,9 @@ where
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.inner.flights.invalidate_all();
         self.inner.store.invalidate_all();
+        if let Some(known) = &self.inner.known_errors {
+            known.clear();
+        }
         match &self.inner.shared {
             None => Ok(()),
             Some(_) => Err(Error::Backend {
@@ -382,6 +391,19 @@ where
 {
     fn fail(&self, error: Error) -> E {
         (self.map_error)(error)
+    }
+
+    /// The error negative caching keeps for `key`, if any is still served.
+    fn known_error(&self, key: &K) -> Option<E> {
+        let error = self.known_errors.as_ref()?.get(key, self.clock.now())?;
+        self.counters.error_hits.bump();
+        Some(error)
+    }
+
+    fn forget_error(&self, key: &K) {
+        if let Some(known) = &self.known_errors {
+            known.remove(key);
+        }
     }
 
     fn next_generation(&self) -> u64 {

@@ -206,7 +206,22 @@ where
             Some(envelope) => self.write_shared(&key, found.as_ref(), envelope, now).await,
             None => None,
         };
-        (self.settle(leader, shared, envelope), outcome)
+        let kept = match (&shared, &self.known_errors) {
+            (Err(error), Some(_)) if self.policy.keeps_error(error) => self.policy.error_ttl(),
+            _ => None,
+        };
+        let Some(ttl) = kept else {
+            return (self.settle(leader, shared, envelope), outcome);
+        };
+        // Negative caching: the error is stored under the flight's fences, as a value is.
+        let until = now + ttl;
+        let store = |key| {
+            if let (Some(known), Err(error)) = (&self.known_errors, &shared) {
+                known.insert(key, error.clone(), until);
+            }
+        };
+        leader.settle(shared.clone(), store);
+        (shared, "failed, kept")
     }
 
     /// Stores `envelope` (unless an invalidation fenced the load out meanwhile) and hands
@@ -219,6 +234,8 @@ where
     ) -> Result<V, E> {
         let store = |key| {
             if let Some(envelope) = envelope {
+                // A value supersedes an error negative caching kept for its key.
+                self.forget_error(&key);
                 self.store.insert(key, envelope);
             }
         };

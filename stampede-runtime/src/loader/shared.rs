@@ -153,12 +153,16 @@ pub(super) async fn listen<K, V, E>(
                 }
                 if let Some(key) = tier.noticed(&notice.key) {
                     inner.store.invalidate(&key);
+                    inner.forget_error(&key);
                 }
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
             | Err(RecvError::Lagged(_)) => {
                 tier.forget_copies();
                 inner.store.invalidate_all();
+                if let Some(known) = &inner.known_errors {
+                    known.clear();
+                }
             }
             Err(RecvError::Closed) => return,
         }
