@@ -159,19 +159,34 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             }
         },
     };
+    // `stampede::bypass` / `stampede::refresh` choose per call; the origin is written once.
     let call = if plan.sync {
-        quote! {
-            __stampede_cache.load_blocking(__stampede_key, #origin)
-        }
+        quote! {{
+            let __stampede_origin = #origin;
+            match __stampede_mode {
+                #private::CallMode::Cached => __stampede_cache.load_blocking(__stampede_key, __stampede_origin),
+                #private::CallMode::Refresh => __stampede_cache.refresh_blocking(__stampede_key, __stampede_origin),
+                #private::CallMode::Bypass => __stampede_origin(&__stampede_key),
+            }
+        }}
     } else {
-        quote! {
-            __stampede_cache.#load(__stampede_key, #origin).await
-        }
+        quote! {{
+            let __stampede_origin = #origin;
+            match __stampede_mode {
+                #private::CallMode::Cached => __stampede_cache.#load(__stampede_key, __stampede_origin).await,
+                #private::CallMode::Refresh => __stampede_cache.refresh_keyed(__stampede_key, __stampede_origin).await,
+                #private::CallMode::Bypass => __stampede_origin(&__stampede_key).await,
+            }
+        }}
     };
-    // Each caller's own `E`: a clone, the original, or its shared form (see `Answer`).
+    // Each caller's own `E`: a clone, the original, or its shared form (see `Answer`). A
+    // bypassing or refreshing call runs the origin itself, in either mode.
     let ran_origin = plan.sync || plan.mode == Mode::Inline;
     let answer = quote_spanned! {error_span=>
-        (&&#private::Answer::<#error_ty>::new(#map_error, #ran_origin)).answer(failure)
+        (&&#private::Answer::<#error_ty>::new(
+            #map_error,
+            #ran_origin || __stampede_mode != #private::CallMode::Cached,
+        )).answer(failure)
     };
     let call = match &plan.returns {
         Returns::Result { .. } => quote! {
@@ -217,6 +232,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     quote! {
         #(#attrs)*
         #vis #sig {
+            // First, before any other cached call can: this call's `bypass` or `refresh`.
+            let __stampede_mode = #private::take_call_mode();
             #assertions
             let __stampede_key: #key_ty = #key_expr;
             // The instantiation this call runs in (a generic `impl` makes several): the type

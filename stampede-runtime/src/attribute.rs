@@ -6,6 +6,7 @@ pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, Shareabl
 pub use crate::handle::Claim;
 use crate::handle::{Handle, LeaderMode};
 use crate::loader::{Cache, CacheBuilder};
+pub use crate::per_call::{take_call_mode, CallMode};
 use crate::policy::PolicyBuilder;
 use serde::Serialize;
 use std::any::TypeId;

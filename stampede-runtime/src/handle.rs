@@ -147,6 +147,12 @@ where
         self.cache().invalidate(key).await
     }
 
+    /// Puts `value` in the cache for `key`, here and on a shared backend for every
+    /// replica, fencing out loads of `key` that started before it (see [`Cache::insert`]).
+    pub async fn insert(&self, key: &K, value: V) -> Result<(), Error> {
+        self.cache().insert(key.clone(), value).await
+    }
+
     /// Drops every value of this replica (see [`Cache::invalidate_all`]).
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.cache().invalidate_all().await

@@ -35,6 +35,7 @@ pub mod guards;
 mod handle;
 mod loader;
 mod negative;
+mod per_call;
 mod policy;
 mod stats;
 mod store;
@@ -50,6 +51,7 @@ pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAU
 pub use error::{Error, OriginError};
 pub use handle::{Handle, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
+pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

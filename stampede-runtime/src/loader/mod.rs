@@ -25,6 +25,7 @@ mod lookup;
 mod modes;
 mod pipeline;
 mod shared;
+mod write;
 
 use crate::admission::Gate;
 use crate::clock::{Clock, Instant};
