@@ -44,9 +44,9 @@
 pub use stampede_macros::cached;
 pub use stampede_runtime::{
     bypass, bypass_blocking, refresh, refresh_blocking, warmup, Backend, BackendStats, Cache,
-    CacheBuilder, CacheKey, CacheValue, Clock, ConfigError, Error, FromCacheError, Handle,
-    LeaderMode, LocalValue, OriginError, Overrides, PerCall, Policy, PolicyBuilder, PolicyError,
-    Runtime, RuntimeBuilder, SharedError, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
+    CacheBuilder, CacheKey, CacheValue, Clock, ConfigError, Error, ExpressionKey, FromCacheError,
+    Handle, KeyOf, LeaderMode, LocalValue, OriginError, Overrides, PerCall, Policy, PolicyBuilder,
+    PolicyError, Runtime, RuntimeBuilder, SharedError, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
     WARMUP_CONCURRENCY,
 };
 
@@ -55,6 +55,6 @@ pub use stampede_runtime::{
 pub mod __private {
     pub use stampede_runtime::attribute::*;
     pub use stampede_runtime::guards::*;
-    pub use stampede_runtime::{Cache, Error, Handle, LeaderMode, Policy};
+    pub use stampede_runtime::{Cache, Error, ExpressionKey, Handle, LeaderMode, Policy};
     pub use std::sync::OnceLock;
 }

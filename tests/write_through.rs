@@ -198,3 +198,76 @@ async fn an_insert_reaches_every_replica_and_fences_their_older_loads() {
         (1, 0)
     );
 }
+
+pub struct Db;
+
+static PRODUCT_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[cached(fresh = "1h", skip(db))]
+async fn load_product(tenant: &str, id: u64, db: &Db) -> Result<String, AppError> {
+    let _ = db;
+    PRODUCT_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("{tenant}/{id}"))
+}
+
+#[tokio::test]
+async fn the_handle_invalidates_with_the_functions_own_arguments() {
+    let tenant: &str = "acme";
+    assert_eq!(
+        bounded(load_product(tenant, 7, &Db)).await.unwrap(),
+        "acme/7"
+    );
+    assert_eq!(
+        bounded(load_product(tenant, 7, &Db)).await.unwrap(),
+        "acme/7"
+    );
+    assert_eq!(PRODUCT_CALLS.load(Ordering::SeqCst), 1);
+
+    assert_eq!(LOAD_PRODUCT.key((tenant, 7)), ("acme".to_owned(), 7));
+    bounded(LOAD_PRODUCT.invalidate_args((tenant, 7)))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(load_product(tenant, 7, &Db)).await.unwrap(),
+        "acme/7"
+    );
+    assert_eq!(
+        PRODUCT_CALLS.load(Ordering::SeqCst),
+        2,
+        "invalidated: loaded again"
+    );
+
+    let key = LOAD_PRODUCT.key((tenant, 8));
+    bounded(LOAD_PRODUCT.insert(&key, "written".to_owned()))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(load_product(tenant, 8, &Db)).await.unwrap(),
+        "written"
+    );
+    assert_eq!(PRODUCT_CALLS.load(Ordering::SeqCst), 2);
+}
+
+#[derive(Default)]
+pub struct Directory {
+    queries: AtomicUsize,
+}
+
+impl Directory {
+    #[cached(fresh = "1h", skip(self))]
+    async fn person(&self, name: &str) -> Result<String, AppError> {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        Ok(name.to_uppercase())
+    }
+}
+
+#[tokio::test]
+async fn a_methods_handle_takes_its_one_borrowed_argument_too() {
+    let directory = Directory::default();
+    assert_eq!(bounded(directory.person("ada")).await.unwrap(), "ADA");
+    bounded(Directory::PERSON.invalidate_args(("ada",)))
+        .await
+        .unwrap();
+    assert_eq!(bounded(directory.person("ada")).await.unwrap(), "ADA");
+    assert_eq!(directory.queries.load(Ordering::SeqCst), 2);
+}

@@ -92,14 +92,15 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
     // The handle finds the body's cache by the path `type_name` prints, which has no `r#`.
     let function = syn::ext::IdentExt::unraw(fn_name).to_string();
-    let handle_value = |here: TokenStream| {
+    let handle_value = |here: TokenStream, key_of: &TokenStream| {
         quote! {{
             #build
-            #private::handle(#site, #function, #explicit_name, __stampede_build, #here, #mode)
+            #private::handle(#site, #function, #explicit_name, __stampede_build, #here, #mode, #key_of)
         }}
     };
-    let body_site = handle_value(quote!(|| ""));
-    let handle_site = handle_value(quote!(|| ::core::any::type_name_of_val(&|| ())));
+    let body_site = handle_value(quote!(|| ""), &quote!(#private::ExpressionKey::new()));
+    let (key_of_ty, key_of) = key_builder(&plan, &key_ty);
+    let handle_site = handle_value(quote!(|| ::core::any::type_name_of_val(&|| ())), &key_of);
 
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
@@ -226,7 +227,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         quote! {
             #[doc = #handle_doc]
             #[allow(dead_code)]
-            #vis const #handle: #private::Handle<#key_ty, #value_ty, #cache_error_ty> = #handle_site;
+            #vis const #handle: #private::Handle<#key_ty, #value_ty, #cache_error_ty, #key_of_ty> = #handle_site;
         }
     };
     quote! {
@@ -330,6 +331,71 @@ fn rename_self(tokens: TokenStream) -> TokenStream {
 
 fn ret_ty_span(ty: &Type) -> Span {
     syn::spanned::Spanned::span(ty)
+}
+
+/// The handle's way from the function's keyed arguments to its key (`invalidate_args`): a
+/// `fn` pointer taking them as the function does, and its type; `()` where the key is an
+/// expression, or an argument's type cannot be named outside the function (a named
+/// lifetime, `impl Trait`, `Self`).
+fn key_builder(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, TokenStream) {
+    let none = (
+        quote!(::stampede::__private::ExpressionKey<#key_ty>),
+        quote!(::stampede::__private::ExpressionKey::new()),
+    );
+    let Key::Params(parts) = &plan.key else {
+        return none;
+    };
+    if plan.key_type.is_some() {
+        return none;
+    }
+    let keyed: Vec<&Param> = parts.iter().map(|&i| &plan.params[i]).collect();
+    if keyed
+        .iter()
+        .any(|param| !nameable_outside(param.ty.to_token_stream()))
+    {
+        return none;
+    }
+    let names: Vec<_> = keyed.iter().map(|param| param.ident()).collect();
+    let types: Vec<_> = keyed.iter().map(|param| &param.ty).collect();
+    let values = keyed.iter().map(|param| {
+        let name = param.ident();
+        if param.by_ref {
+            quote!(::std::borrow::ToOwned::to_owned(#name))
+        } else {
+            quote!(#name)
+        }
+    });
+    let key = match keyed.len() {
+        1 => quote!(#(#values)*),
+        _ => quote!((#(#values,)*)),
+    };
+    let fn_ty = quote!(fn(#(#types),*) -> #key_ty);
+    let builder = quote! {
+        (|#(#names: #types),*| -> #key_ty { #key }) as #fn_ty
+    };
+    (fn_ty, builder)
+}
+
+/// Whether a type written in the signature means the same at the handle: no named
+/// lifetime (other than `'static`), no `impl Trait`, no `Self`.
+fn nameable_outside(tokens: TokenStream) -> bool {
+    use proc_macro2::TokenTree;
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            TokenTree::Punct(p) if p.as_char() == '\'' => {
+                if let Some(TokenTree::Ident(name)) = tokens.peek() {
+                    if name != "static" && name != "_" {
+                        return false;
+                    }
+                }
+            }
+            TokenTree::Ident(ident) if ident == "impl" || ident == "Self" => return false,
+            TokenTree::Group(group) if !nameable_outside(group.stream()) => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// The key's type: `key_type` when given, else the owned types of the keyed arguments.

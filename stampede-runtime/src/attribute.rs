@@ -14,14 +14,15 @@ use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 /// The handle of one expansion of the attribute (see the `handle` module).
-pub const fn handle<K, V, E>(
+pub const fn handle<K, V, E, B>(
     site: &'static str,
     function: &'static str,
     name: Option<&'static str>,
     build: fn(&Claim) -> Cache<K, V, E>,
     here: fn() -> &'static str,
     mode: LeaderMode,
-) -> Handle<K, V, E> {
+    key_of: B,
+) -> Handle<K, V, E, B> {
     Handle {
         site,
         function,
@@ -29,6 +30,7 @@ pub const fn handle<K, V, E>(
         build,
         here,
         mode,
+        key_of,
     }
 }
 

@@ -49,7 +49,7 @@ pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
-pub use handle::{Handle, LeaderMode};
+pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
