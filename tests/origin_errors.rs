@@ -126,9 +126,11 @@ async fn coalesced_callers_share_an_error_that_is_not_clone() {
         );
     }
 
-    // Alone, a caller gets the original itself.
-    let alone = bounded(find_inline_alone(0, &db)).await;
+    // Errors are not cached, and alone a caller gets the original itself (every other
+    // caller has joined once already, so the origin no longer waits).
+    let alone = bounded(find_inline(0, &db)).await;
     assert!(matches!(alone, Err(AppError::Db(DbError::RowNotFound))));
+    assert_eq!(INLINE_CALLS.load(Ordering::SeqCst), 2);
 }
 
 /// The same shape without the wait, for a caller that is alone.
