@@ -75,18 +75,27 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     // Without `local`, the runtime's backend decides where values live, so serde must be
     // able to write them; `local` caches never leave memory.
     let failure = quote!(#private::Failure::<#error_ty>::cache);
+    // Every bounded call goes through `Asserted`: the assertions below report an unfit
+    // type once, and these calls do not report it again.
+    let asserted = quote!((&&#private::Asserted::<#key_ty, #value_ty, #cache_error_ty>::new()));
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#private::build_claimed_cache(#policy, #failure, claim))
+            quote!(#asserted.build_claimed(#policy, #failure, claim))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#private::build_shared_cache(#policy, #failure, claim))
+            quote!(#asserted.build_shared(#policy, #failure, claim))
         }
-        (Returns::Value(_), true) => quote!(#private::build_plain_cache(#policy, claim)),
-        (Returns::Value(_), false) => quote!(#private::build_shared_plain_cache(#policy, claim)),
+        (Returns::Value(_), true) => quote!(#asserted.build_plain(#policy, claim)),
+        (Returns::Value(_), false) => quote!(#asserted.build_shared_plain(#policy, claim)),
+    };
+    let uses = quote! {
+        #[allow(unused_imports)]
+        use #private::{Calls as _, Caches as _, PlainCaches as _, SharedCaches as _, SharedPlainCaches as _, Unfit as _};
     };
     let build = quote! {
+        #[allow(clippy::needless_borrow)]
         fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
+            #uses
             #make
         }
     };
@@ -105,8 +114,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
     let load = match plan.mode {
-        Mode::Detached => quote!(load_keyed),
-        Mode::Inline => quote!(load_inline_keyed),
+        Mode::Detached => quote!(call_detached),
+        Mode::Inline => quote!(call_inline),
     };
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -165,18 +174,16 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         quote! {{
             let __stampede_origin = #origin;
             match __stampede_mode {
-                #private::CallMode::Cached => __stampede_cache.load_blocking(__stampede_key, __stampede_origin),
-                #private::CallMode::Refresh => __stampede_cache.refresh_blocking(__stampede_key, __stampede_origin),
                 #private::CallMode::Bypass => __stampede_origin(&__stampede_key),
+                mode => #asserted.call_blocking(__stampede_cache, mode, __stampede_key, __stampede_origin),
             }
         }}
     } else {
         quote! {{
             let __stampede_origin = #origin;
             match __stampede_mode {
-                #private::CallMode::Cached => __stampede_cache.#load(__stampede_key, __stampede_origin).await,
-                #private::CallMode::Refresh => __stampede_cache.refresh_keyed(__stampede_key, __stampede_origin).await,
                 #private::CallMode::Bypass => __stampede_origin(&__stampede_key).await,
+                mode => #asserted.#load(__stampede_cache, mode, __stampede_key, __stampede_origin).await,
             }
         }}
     };
@@ -244,7 +251,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             let __stampede_here: &'static str = ::core::any::type_name_of_val(&__stampede_probe);
             let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
-            let __stampede_make = || #private::cache_at(&#body_site, __stampede_here);
+            #uses
+            let __stampede_make = || #asserted.cache_at(&#body_site, __stampede_here);
             #take_clones
             let __stampede_other;
             let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_here, __stampede_id, __stampede_make) {
@@ -254,7 +262,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                         __stampede_here,
                         __stampede_id,
                         __stampede_make,
-                        || #private::uncached_at(&#body_site, __stampede_here),
+                        || #asserted.uncached_at(&#body_site, __stampede_here),
                     );
                     &__stampede_other
                 }

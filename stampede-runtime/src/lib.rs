@@ -17,6 +17,8 @@
 
 mod admission;
 #[doc(hidden)]
+pub mod asserted;
+#[doc(hidden)]
 pub mod attribute;
 mod blocking;
 mod bounds;
