@@ -5,8 +5,9 @@
 //! Kept errors live in this process's memory only, whatever the backend: an error type
 //! need not be serializable, and a replica that keeps one for a few seconds answers as
 //! the origin just did. They are stored under the same fences as values (an invalidation
-//! during the failing load keeps its error out), dropped by `invalidate`, by a value
-//! stored for the key, and by the expiry of `for`, read on the cache's clock.
+//! during the failing load keeps its error out), dropped by `invalidate` on this replica,
+//! by a value stored for the key, and by the expiry of `for`, read on the cache's clock.
+//! Another replica's invalidation does not reach them, so `for` should stay short.
 use crate::clock::Instant;
 use std::any::Any;
 use std::fmt;
