@@ -181,9 +181,11 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     } else {
         quote! {{
             let __stampede_origin = #origin;
+            // The rare modes are boxed, so their state stays out of what every hit carries.
             match __stampede_mode {
-                #private::CallMode::Bypass => __stampede_origin(&__stampede_key).await,
-                mode => #asserted.#load(__stampede_cache, mode, __stampede_key, __stampede_origin).await,
+                #private::CallMode::Cached => #asserted.#load(__stampede_cache, __stampede_key, __stampede_origin).await,
+                #private::CallMode::Refresh => ::std::boxed::Box::pin(#asserted.call_refresh(__stampede_cache, __stampede_key, __stampede_origin)).await,
+                #private::CallMode::Bypass => ::std::boxed::Box::pin(__stampede_origin(&__stampede_key)).await,
             }
         }}
     };

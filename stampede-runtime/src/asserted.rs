@@ -16,7 +16,6 @@ use crate::handle::Handle;
 use crate::loader::Cache;
 use crate::per_call::CallMode;
 use crate::policy::PolicyBuilder;
-use futures_util::future::Either;
 use serde::Serialize;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -129,11 +128,10 @@ impl<K: CacheKey + Serialize, V: CacheValue> SharedPlainCaches<K, V> for &Assert
 
 /// One call of a cached function: a load, or a forced refresh (`stampede::refresh`).
 pub trait Calls<K, V, E> {
-    /// Detached mode: [`Cache::load_keyed`] or [`Cache::refresh_keyed`].
+    /// Detached mode: [`Cache::load_keyed`].
     fn call_detached<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -141,11 +139,10 @@ pub trait Calls<K, V, E> {
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static;
 
-    /// Inline mode: [`Cache::load_inline_keyed`] or [`Cache::refresh_keyed`].
+    /// Inline mode: [`Cache::load_inline_keyed`].
     fn call_inline<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -153,7 +150,19 @@ pub trait Calls<K, V, E> {
         F: FnOnce(&K) -> Fut + 'a,
         Fut: Future<Output = Result<V, E>> + 'a;
 
-    /// A plain `fn`: [`Cache::load_blocking`] or [`Cache::refresh_blocking`].
+    /// `stampede::refresh`, in either async mode: [`Cache::refresh_keyed`].
+    fn call_refresh<'a, F, Fut>(
+        &self,
+        cache: &'a Cache<K, V, E>,
+        key: K,
+        origin: F,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        F: FnOnce(&K) -> Fut + 'a,
+        Fut: Future<Output = Result<V, E>> + 'a;
+
+    /// A plain `fn`: [`Cache::load_blocking`], or [`Cache::refresh_blocking`] under
+    /// `stampede::refresh_blocking`.
     fn call_blocking<F>(
         &self,
         cache: &Cache<K, V, E>,
@@ -170,7 +179,6 @@ impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K,
     fn call_detached<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -178,17 +186,13 @@ impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K,
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
-        match mode {
-            CallMode::Refresh => Either::Right(cache.refresh_keyed(key, origin)),
-            _ => Either::Left(cache.load_keyed(key, origin)),
-        }
+        cache.load_keyed(key, origin)
     }
 
     #[inline]
     fn call_inline<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -196,10 +200,20 @@ impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K,
         F: FnOnce(&K) -> Fut + 'a,
         Fut: Future<Output = Result<V, E>> + 'a,
     {
-        match mode {
-            CallMode::Refresh => Either::Right(cache.refresh_keyed(key, origin)),
-            _ => Either::Left(cache.load_inline_keyed(key, origin)),
-        }
+        cache.load_inline_keyed(key, origin)
+    }
+
+    fn call_refresh<'a, F, Fut>(
+        &self,
+        cache: &'a Cache<K, V, E>,
+        key: K,
+        origin: F,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        F: FnOnce(&K) -> Fut + 'a,
+        Fut: Future<Output = Result<V, E>> + 'a,
+    {
+        cache.refresh_keyed(key, origin)
     }
 
     fn call_blocking<F>(
@@ -247,7 +261,6 @@ pub trait Unfit<K, V, E> {
     fn call_detached<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -258,7 +271,16 @@ pub trait Unfit<K, V, E> {
     fn call_inline<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
-        mode: CallMode,
+        key: K,
+        origin: F,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        F: FnOnce(&K) -> Fut + 'a,
+        Fut: Future<Output = Result<V, E>> + 'a;
+    /// Never run.
+    fn call_refresh<'a, F, Fut>(
+        &self,
+        cache: &'a Cache<K, V, E>,
         key: K,
         origin: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -300,7 +322,6 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
     fn call_detached<'a, F, Fut>(
         &self,
         _: &'a Cache<K, V, E>,
-        _: CallMode,
         _: K,
         _: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
@@ -314,7 +335,19 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
     fn call_inline<'a, F, Fut>(
         &self,
         _: &'a Cache<K, V, E>,
-        _: CallMode,
+        _: K,
+        _: F,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        F: FnOnce(&K) -> Fut + 'a,
+        Fut: Future<Output = Result<V, E>> + 'a,
+    {
+        async { unreachable!("{NEVER}") }
+    }
+    #[allow(clippy::manual_async_fn)]
+    fn call_refresh<'a, F, Fut>(
+        &self,
+        _: &'a Cache<K, V, E>,
         _: K,
         _: F,
     ) -> impl Future<Output = Result<V, E>> + 'a
