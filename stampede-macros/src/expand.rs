@@ -224,7 +224,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     let handle_doc = format!(
-        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
+        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_args((arg, ...)).await`, `insert(&key, value).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
     );
 
     // A generic function's instantiations are separate caches that one constant outside
