@@ -44,6 +44,7 @@ pub(crate) struct Args {
     pub(crate) local: Option<Set<()>>,
     pub(crate) trait_impl: Option<Set<()>>,
     pub(crate) cache_none: Option<Set<bool>>,
+    pub(crate) cache_errors: Option<Set<CacheErrors>>,
     pub(crate) map_error: Option<Set<Path>>,
     pub(crate) source_version: Option<Set<Expr>>,
     pub(crate) returns: Option<Set<Returning>>,
@@ -63,6 +64,14 @@ pub(crate) enum Returning {
 pub(crate) enum LoadMode {
     Inline,
     Detached,
+}
+
+/// `cache_errors(if = path, for = "5s")`: negative caching.
+#[derive(Clone)]
+pub(crate) struct CacheErrors {
+    /// A `fn(&E) -> bool` choosing the errors to keep.
+    pub(crate) keep: Path,
+    pub(crate) ttl: Millis,
 }
 
 /// One option as written, before its value is interpreted.
@@ -99,7 +108,7 @@ impl Parse for RawOption {
     }
 }
 
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, trait_impl, map_error, source_version, returns, mode";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, returns, mode";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -184,6 +193,7 @@ impl Args {
             "lease" => set!(lease, duration(&name, value, cx)),
             "coalesce" => set!(coalesce, boolean(&name, value, cx)),
             "cache_none" => set!(cache_none, boolean(&name, value, cx)),
+            "cache_errors" => set!(cache_errors, cache_errors(&name, value, cx)),
             "xfetch" => set!(xfetch, xfetch(&name, value, cx)),
             "jitter" => set!(jitter, jitter(&name, value, cx)),
             "key" => set!(key, expr(&name, value, cx)),
@@ -448,6 +458,63 @@ fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
         }
     }
     Some(beta.unwrap_or(1.0))
+}
+
+fn cache_errors(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<CacheErrors> {
+    const HELP: &str = "write `cache_errors(if = path::to::fn, for = \"5s\")`, with a `fn(&E) -> bool` choosing the errors to keep";
+    let RawValue::List(tokens) = value else {
+        cx.error(name, HELP);
+        return None;
+    };
+    let parsed =
+        syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, tokens);
+    let options = match parsed {
+        Ok(options) => options,
+        Err(error) => {
+            cx.push(error);
+            return None;
+        }
+    };
+    // Each setting: `None` when missing, `Some(None)` when written wrong (already reported).
+    let (mut keep, mut ttl) = (None, None);
+    for option in options {
+        match option.name.to_string().as_str() {
+            "if" => {
+                keep = Some(match option.value {
+                    RawValue::Expr(Expr::Path(path)) if path.qself.is_none() => Some(path.path),
+                    _ => {
+                        cx.error(
+                            &option.name,
+                            "write `if = path::to::fn`, a `fn(&E) -> bool`",
+                        );
+                        None
+                    }
+                })
+            }
+            "for" => {
+                let span = option.name.span();
+                ttl = Some(duration(&option.name, option.value, cx).filter(|ttl| {
+                    let positive = ttl.millis > 0;
+                    if !positive {
+                        cx.error_at(span, "`for` must be longer than zero");
+                    }
+                    positive
+                }));
+            }
+            other => cx.error(
+                &option.name,
+                format!("unknown cache_errors setting `{other}`; the settings are `if` and `for`"),
+            ),
+        }
+    }
+    match (keep, ttl) {
+        (Some(Some(keep)), Some(Some(ttl))) => Some(CacheErrors { keep, ttl }),
+        (None, _) | (_, None) => {
+            cx.error(name, HELP);
+            None
+        }
+        _ => None,
+    }
 }
 
 fn jitter(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {

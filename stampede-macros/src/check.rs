@@ -118,6 +118,8 @@ pub(crate) struct Plan {
     pub(crate) trait_impl: bool,
     /// `cache_none = false`: a `None` is the answer of its load, never stored.
     pub(crate) skip_none: bool,
+    /// `cache_errors(if = ..., for = ...)`: negative caching.
+    pub(crate) cache_errors: Option<crate::args::CacheErrors>,
     pub(crate) map_error: Option<syn::Path>,
     /// `source_version = f`: a `fn(&V) -> u64` over the cached value.
     pub(crate) source_version: Option<syn::Expr>,
@@ -221,6 +223,9 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         if let Some(map) = &args.map_error {
             cx.error(&map.name, "`map_error` needs an error type: this function returns a plain value, not a `Result`");
         }
+        if let Some(kept) = &args.cache_errors {
+            cx.error(&kept.name, "`cache_errors` keeps chosen errors, and this function returns a plain value, not a `Result`");
+        }
     }
 
     if let (Some(set), Some(returns)) = (&args.cache_none, &returns) {
@@ -271,6 +276,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         local: args.local.is_some(),
         trait_impl: args.trait_impl.is_some(),
         skip_none: value(&args.cache_none) == Some(false),
+        cache_errors: args.cache_errors.map(|s| s.value),
         map_error: args.map_error.map(|s| s.value),
         source_version: args.source_version.map(|s| s.value),
         key,

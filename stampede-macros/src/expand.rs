@@ -34,7 +34,13 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Returns::Result { ty, ok, err } => (ok.clone(), err.clone(), ty.clone()),
         Returns::Value(ty) => (ty.clone(), syn::parse_quote!(#private::Error), ty.clone()),
     };
-    let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #error_ty>);
+    // A `Result` function's cache carries its failures as `Failure<E>` (the origin's error
+    // behind an `Arc`), so an `E` that is not `Clone` still reaches every caller.
+    let cache_error_ty = match &plan.returns {
+        Returns::Result { .. } => quote!(#private::Failure<#error_ty>),
+        Returns::Value(_) => quote!(#error_ty),
+    };
+    let cache_ty = quote!(#private::Cache<#key_ty, #value_ty, #cache_error_ty>);
 
     // The cache's site: one per expansion, even when a `macro_rules!` writes several
     // functions of one name at one position; the runtime adds the instantiation.
@@ -47,9 +53,20 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let policy = policy(&plan, &private);
+    let error_span = syn::spanned::Spanned::span(&error_ty);
+    // Without `map_error`, `E::from`; asked of the compiler so an `E` without it gets one
+    // message under the error type (see `ErrorMap`).
     let map_error = match &plan.map_error {
         Some(path) => quote!(#path),
-        None => quote!(#private::from_cache_error::<#error_ty>),
+        None => quote_spanned! {error_span=>
+            {
+                #[allow(unused_imports)]
+                use #private::{MapByFrom as _, MapMissing as _};
+                #[allow(clippy::needless_borrow)]
+                let map_error = (&&#private::ErrorMap::<#error_ty>::new()).map_error();
+                map_error
+            }
+        },
     };
     let mode = match plan.mode {
         Mode::Detached => quote!(#private::LeaderMode::Detached),
@@ -57,18 +74,20 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     };
     // Without `local`, the runtime's backend decides where values live, so serde must be
     // able to write them; `local` caches never leave memory.
+    let failure = quote!(#private::Failure::<#error_ty>::cache);
+    // Every bounded call goes through `Asserted`: the assertions below report an unfit
+    // type once, and these calls do not report it again.
+    let asserted = quote!((&&#private::Asserted::<#key_ty, #value_ty, #cache_error_ty>::new()));
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#private::build_claimed_cache(#policy, #map_error, claim, source_version))
+            quote!(#asserted.build_claimed(#policy, #failure, claim, source_version))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#private::build_shared_cache(#policy, #map_error, claim, source_version))
+            quote!(#asserted.build_shared(#policy, #failure, claim, source_version))
         }
-        (Returns::Value(_), true) => {
-            quote!(#private::build_plain_cache(#policy, claim, source_version))
-        }
+        (Returns::Value(_), true) => quote!(#asserted.build_plain(#policy, claim, source_version)),
         (Returns::Value(_), false) => {
-            quote!(#private::build_shared_plain_cache(#policy, claim, source_version))
+            quote!(#asserted.build_shared_plain(#policy, claim, source_version))
         }
     };
     // Typed where the user wrote it, so a function or closure of another shape is
@@ -86,28 +105,35 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                 ::core::option::Option::None;
         },
     };
+    let uses = quote! {
+        #[allow(unused_imports)]
+        use #private::{Calls as _, Caches as _, PlainCaches as _, SharedCaches as _, SharedPlainCaches as _, Unfit as _};
+    };
     let build = quote! {
+        #[allow(clippy::needless_borrow)]
         fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
+            #uses
             #source_version
             #make
         }
     };
     // The handle finds the body's cache by the path `type_name` prints, which has no `r#`.
     let function = syn::ext::IdentExt::unraw(fn_name).to_string();
-    let handle_value = |here: TokenStream| {
+    let handle_value = |here: TokenStream, key_of: &TokenStream| {
         quote! {{
             #build
-            #private::handle(#site, #function, #explicit_name, __stampede_build, #here, #mode)
+            #private::handle(#site, #function, #explicit_name, __stampede_build, #here, #mode, #key_of)
         }}
     };
-    let body_site = handle_value(quote!(|| ""));
-    let handle_site = handle_value(quote!(|| ::core::any::type_name_of_val(&|| ())));
+    let body_site = handle_value(quote!(|| ""), &quote!(#private::ExpressionKey::new()));
+    let (key_of_ty, key_of) = key_builder(&plan, &key_ty);
+    let handle_site = handle_value(quote!(|| ::core::any::type_name_of_val(&|| ())), &key_of);
 
     let assertions = assertions(&plan, &key_ty, &value_ty, &error_ty, &private);
     let (key_expr, restore) = key_and_restore(&plan, &key_ty);
     let load = match plan.mode {
-        Mode::Detached => quote!(load_found),
-        Mode::Inline => quote!(load_inline_found),
+        Mode::Detached => quote!(call_detached),
+        Mode::Inline => quote!(call_inline),
     };
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -130,9 +156,9 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         // A plain `fn`: the body runs in a closure of its own, so its `return`s and `?`s
         // stay its own.
         Returns::Result { .. } if plan.sync => quote! {
-            move |__stampede_key: &#key_ty| -> #ret_ty {
+            move |__stampede_key: &#key_ty| -> ::core::result::Result<#value_ty, #cache_error_ty> {
                 #restore
-                (move || -> #ret_ty { #body })()
+                #private::origin_answer::<#ret_ty>((move || -> #ret_ty { #body })())
             }
         },
         Returns::Value(_) if plan.sync => quote! {
@@ -146,7 +172,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                 #restore
                 async move {
                     #give_clones
-                    #body
+                    let __stampede_result: #ret_ty = async move { #body }.await;
+                    #private::origin_answer::<#ret_ty>(__stampede_result)
                 }
             }
         },
@@ -160,47 +187,72 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             }
         },
     };
-    let call = if plan.sync {
-        quote! {
-            __stampede_cache.load_blocking(__stampede_key, #origin)
-        }
-    } else {
-        quote! {
-            __stampede_cache.#load(__stampede_key, __stampede_found, #origin).await
-        }
+    // `stampede::bypass` / `stampede::refresh` choose per call; the origin is written once.
+    // A fresh hit, answered before the load's future, origin and clones are built.
+    let fresh = match &plan.returns {
+        Returns::Result { .. } => quote! {
+            <#ret_ty as #private::Fallible>::from_result(::core::result::Result::Ok(__stampede_value))
+        },
+        Returns::Value(_) => quote!(__stampede_value),
     };
-    // Method calls on the cache: when the return type was misread as a `Result` (reported
-    // under it already), a method of a cache of unknown types adds no type errors here.
-    let (call, lookup) = match &plan.returns {
-        Returns::Result { .. } => (call, quote!(lookup_answer)),
-        Returns::Value(_) => (
-            quote! {
-                match #call {
-                    ::core::result::Result::Ok(value) => value,
-                    ::core::result::Result::Err(error) => #private::origin_failed(error),
-                }
-            },
-            quote!(lookup_value),
-        ),
-    };
-    // An async function answers a fresh hit before it builds the load's future, origin and
-    // clones; a plain `fn`'s `load_blocking` does the same inside.
     let call = if plan.sync {
-        quote! {
+        // `load_blocking` answers a fresh hit before it builds anything itself.
+        quote! {{
             #take_clones
-            #call
-        }
+            let __stampede_origin = #origin;
+            match __stampede_mode {
+                #private::CallMode::Bypass => __stampede_origin(&__stampede_key),
+                mode => #asserted.call_blocking(__stampede_cache, mode, __stampede_key, __stampede_origin),
+            }
+        }}
     } else {
-        // The lookup's result ends with its `let`, so it is not kept in the future across
-        // the load's `.await`.
-        quote! {
-            let __stampede_found = match __stampede_cache.#lookup(&__stampede_key) {
-                #private::Lookup::Fresh(__stampede_answer) => return __stampede_answer,
-                #private::Lookup::Load(__stampede_found) => __stampede_found,
+        quote! {{
+            let __stampede_found = match __stampede_mode {
+                #private::CallMode::Cached => match #asserted.lookup(__stampede_cache, &__stampede_key) {
+                    #private::Lookup::Fresh(__stampede_value) => return #fresh,
+                    #private::Lookup::Load(found) => ::core::option::Option::Some(found),
+                },
+                _ => ::core::option::Option::None,
             };
             #take_clones
-            #call
-        }
+            let __stampede_origin = #origin;
+            // The rare modes are boxed, so their state stays out of what every hit carries.
+            match __stampede_found {
+                ::core::option::Option::Some(found) => #asserted.#load(__stampede_cache, __stampede_key, found, __stampede_origin).await,
+                ::core::option::Option::None => match __stampede_mode {
+                    #private::CallMode::Refresh => ::std::boxed::Box::pin(#asserted.call_refresh(__stampede_cache, __stampede_key, __stampede_origin)).await,
+                    _ => ::std::boxed::Box::pin(__stampede_origin(&__stampede_key)).await,
+                },
+            }
+        }}
+    };
+    // Each caller's own `E`: a clone, the original, or its shared form (see `Answer`). A
+    // bypassing or refreshing call runs the origin itself, in either mode.
+    let ran_origin = plan.sync || plan.mode == Mode::Inline;
+    let answer = quote_spanned! {error_span=>
+        (&&#private::Answer::<#error_ty>::new(
+            #map_error,
+            #ran_origin || __stampede_mode != #private::CallMode::Cached,
+        )).answer(failure)
+    };
+    let call = match &plan.returns {
+        Returns::Result { .. } => quote! {
+            <#ret_ty as #private::Fallible>::from_result(match #call {
+                ::core::result::Result::Ok(value) => ::core::result::Result::Ok(value),
+                #[allow(clippy::needless_borrow)]
+                ::core::result::Result::Err(failure) => {
+                    #[allow(unused_imports)]
+                    use #private::{AnswerByClone as _, AnswerByShare as _};
+                    ::core::result::Result::Err(#answer)
+                }
+            })
+        },
+        Returns::Value(_) => quote! {
+            match #call {
+                ::core::result::Result::Ok(value) => value,
+                ::core::result::Result::Err(error) => #private::origin_failed(error),
+            }
+        },
     };
 
     let mode_doc = match plan.mode {
@@ -209,7 +261,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     let handle_doc = format!(
-        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
+        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_args((arg, ...)).await`, `insert(&key, value).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
     );
 
     // A generic function's instantiations are separate caches that one constant outside
@@ -221,12 +273,14 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         quote! {
             #[doc = #handle_doc]
             #[allow(dead_code)]
-            #vis const #handle: #private::Handle<#key_ty, #value_ty, #error_ty> = #handle_site;
+            #vis const #handle: #private::Handle<#key_ty, #value_ty, #cache_error_ty, #key_of_ty> = #handle_site;
         }
     };
     quote! {
         #(#attrs)*
         #vis #sig {
+            // First, before any other cached call can: this call's `bypass` or `refresh`.
+            let __stampede_mode = #private::take_call_mode();
             #assertions
             let __stampede_key: #key_ty = #key_expr;
             // The instantiation this call runs in (a generic `impl` makes several): the type
@@ -235,6 +289,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             let __stampede_probe = || ();
             let __stampede_id = #private::type_id_of_val(&__stampede_probe);
             static __STAMPEDE_CACHES: #private::Instances<#cache_ty> = #private::Instances::new();
+            #uses
             let __stampede_other;
             let __stampede_cache = match __STAMPEDE_CACHES.first(__stampede_id) {
                 ::core::option::Option::Some(cache) => cache,
@@ -243,8 +298,8 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
                     __stampede_other = __STAMPEDE_CACHES.resolve(
                         __stampede_here,
                         __stampede_id,
-                        || #private::cache_at(&#body_site, __stampede_here),
-                        || #private::uncached_at(&#body_site, __stampede_here),
+                        || #asserted.cache_at(&#body_site, __stampede_here),
+                        || #asserted.uncached_at(&#body_site, __stampede_here),
                     );
                     &__stampede_other
                 }
@@ -321,6 +376,71 @@ fn rename_self(tokens: TokenStream) -> TokenStream {
 
 fn ret_ty_span(ty: &Type) -> Span {
     syn::spanned::Spanned::span(ty)
+}
+
+/// The handle's way from the function's keyed arguments to its key (`invalidate_args`): a
+/// `fn` pointer taking them as the function does, and its type; `()` where the key is an
+/// expression, or an argument's type cannot be named outside the function (a named
+/// lifetime, `impl Trait`, `Self`).
+fn key_builder(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, TokenStream) {
+    let none = (
+        quote!(::stampede::__private::ExpressionKey<#key_ty>),
+        quote!(::stampede::__private::ExpressionKey::new()),
+    );
+    let Key::Params(parts) = &plan.key else {
+        return none;
+    };
+    if plan.key_type.is_some() {
+        return none;
+    }
+    let keyed: Vec<&Param> = parts.iter().map(|&i| &plan.params[i]).collect();
+    if keyed
+        .iter()
+        .any(|param| !nameable_outside(param.ty.to_token_stream()))
+    {
+        return none;
+    }
+    let names: Vec<_> = keyed.iter().map(|param| param.ident()).collect();
+    let types: Vec<_> = keyed.iter().map(|param| &param.ty).collect();
+    let values = keyed.iter().map(|param| {
+        let name = param.ident();
+        if param.by_ref {
+            quote!(::std::borrow::ToOwned::to_owned(#name))
+        } else {
+            quote!(#name)
+        }
+    });
+    let key = match keyed.len() {
+        1 => quote!(#(#values)*),
+        _ => quote!((#(#values,)*)),
+    };
+    let fn_ty = quote!(fn(#(#types),*) -> #key_ty);
+    let builder = quote! {
+        (|#(#names: #types),*| -> #key_ty { #key }) as #fn_ty
+    };
+    (fn_ty, builder)
+}
+
+/// Whether a type written in the signature means the same at the handle: no named
+/// lifetime (other than `'static`), no `impl Trait`, no `Self`.
+fn nameable_outside(tokens: TokenStream) -> bool {
+    use proc_macro2::TokenTree;
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            TokenTree::Punct(p) if p.as_char() == '\'' => {
+                if let Some(TokenTree::Ident(name)) = tokens.peek() {
+                    if name != "static" && name != "_" {
+                        return false;
+                    }
+                }
+            }
+            TokenTree::Ident(ident) if ident == "impl" || ident == "Self" => return false,
+            TokenTree::Group(group) if !nameable_outside(group.stream()) => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// The key's type: `key_type` when given, else the owned types of the keyed arguments.
@@ -425,6 +545,18 @@ fn policy(plan: &Plan, private: &TokenStream) -> TokenStream {
         };
         calls.push(quote!(.cache_if(::core::option::Option::is_some as fn(&#value_ty) -> bool)));
     }
+    if let (Some(kept), Returns::Result { err, .. }) = (&plan.cache_errors, &plan.returns) {
+        let keep = &kept.keep;
+        let millis = kept.ttl.millis;
+        // The cache's errors are `Failure<E>`: the predicate speaks for the origin's.
+        calls.push(quote! {
+            .cache_errors(
+                ::core::time::Duration::from_millis(#millis),
+                (|failure: &#private::Failure<#err>| failure.origin_is(#keep))
+                    as fn(&#private::Failure<#err>) -> bool,
+            )
+        });
+    }
     if let Some(version) = plan.version {
         calls.push(quote!(.version(#version)));
     }
@@ -475,13 +607,9 @@ fn assertions(
     };
     let error = match (&plan.returns, &plan.map_error) {
         (Returns::Value(_), _) => TokenStream::new(),
-        (Returns::Result { .. }, Some(_)) => {
-            quote_spanned!(error_span=> #private::assert_shared_error::<#error_ty>();)
+        (Returns::Result { .. }, _) => {
+            quote_spanned!(error_span=> #private::assert_origin_error::<#error_ty>();)
         }
-        (Returns::Result { .. }, None) => quote_spanned! {error_span=>
-            #private::assert_shared_error::<#error_ty>();
-            #private::assert_from_cache_error::<#error_ty>();
-        },
     };
     quote!(#key #value #plain #error)
 }

@@ -38,6 +38,15 @@ where
             ),
         }
     }
+
+    /// [`Cache::refresh`] for callers that are threads: the blocking `origin` is called
+    /// whatever the cache holds, and what it returns is stored.
+    pub fn refresh_blocking<F>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Result<V, E>,
+    {
+        block_on(self.refresh_keyed(key, move |key| std::future::ready(origin(key))))
+    }
 }
 
 /// Wakes the parked thread that drives a blocking load.

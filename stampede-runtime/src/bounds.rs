@@ -31,11 +31,13 @@ impl<T: Clone + Send + Sync + 'static> LocalValue for T {}
 pub trait CacheValue: LocalValue + Serialize + DeserializeOwned {}
 impl<T: LocalValue + Serialize + DeserializeOwned> CacheValue for T {}
 
-/// An origin error that can be shared with every waiter of a failed load.
+/// The error type of a [`Cache`](crate::Cache): every caller of a failed load gets a
+/// clone. (`#[cached]` functions need no `Clone`: their caches carry the origin's error
+/// behind an `Arc`.)
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be shared with the waiters of a failed load",
-    label = "this function fails with `{Self}`",
-    note = "every waiter of a failed load gets the same error, so it must be `Clone + Send + Sync + 'static`; return `Result<T, Arc<E>>` for errors that are not `Clone`"
+    message = "`{Self}` cannot be the error type of a `Cache`",
+    label = "this cache fails with `{Self}`",
+    note = "every caller of a failed load gets a clone of its error, so a `Cache`'s error type must be `Clone + Send + Sync + 'static`; for an error that is not `Clone`, use `Arc<E>` and `CacheBuilder::new(policy, map_error)`, or `#[cached]`, which shares it for you"
 )]
 pub trait SharedError: Clone + Send + Sync + 'static {}
 impl<T: Clone + Send + Sync + 'static> SharedError for T {}

@@ -1,5 +1,6 @@
 //! Failures the framework itself causes. Errors of the origin are the caller's own type.
 use crate::config::ConfigError;
+pub use crate::failure::OriginError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +88,36 @@ pub enum Error {
         /// What is wrong, and where.
         error: ConfigError,
     },
+    /// The origin's error, shared by a failed load with a caller that did not get the
+    /// original: an error that is not `Clone` is handed to every other caller of that
+    /// load in this form, behind an `Arc`. It prints as the original does, and
+    /// [`Error::origin_error`] gives the original back.
+    Shared(OriginError),
+}
+
+impl Error {
+    /// The origin's error of type `E`, when this is the shared form of one
+    /// ([`Error::Shared`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// #[derive(Debug)]
+    /// struct DbDown;
+    /// impl std::fmt::Display for DbDown {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("the database is down")
+    ///     }
+    /// }
+    /// let shared = stampede_runtime::Error::Shared(stampede_runtime::OriginError::new(Arc::new(DbDown)));
+    /// assert!(shared.origin_error::<DbDown>().is_some());
+    /// assert_eq!(shared.to_string(), "the database is down");
+    /// ```
+    pub fn origin_error<E: 'static>(&self) -> Option<&E> {
+        match self {
+            Error::Shared(origin) => origin.downcast_ref(),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -129,6 +160,8 @@ impl fmt::Display for Error {
             Error::Config { cache, error } => {
                 write!(f, "cache `{cache}`: invalid stampede configuration: {error}")
             }
+            // The original's words: this is the origin's error, not the cache's.
+            Error::Shared(origin) => fmt::Display::fmt(origin, f),
         }
     }
 }

@@ -29,3 +29,73 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> StorableValue for T {}
 
 /// Placed under the return type of a function whose values a shared store could hold.
 pub fn assert_storable_value<V: StorableValue>() {}
+
+/// What a `#[cached]` function's error must be to reach the other callers of a failed
+/// load, which may run on other threads. `Clone` is not needed (see `Failure`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot reach the other callers of a failed load",
+    label = "this function fails with `{Self}`",
+    note = "the callers of one load may run on other threads, so its error must be `Send + Sync + 'static`"
+)]
+pub trait OriginErrorBound: Send + Sync + 'static {}
+impl<T: Send + Sync + 'static> OriginErrorBound for T {}
+
+/// Placed under the error type of a `Result` function.
+pub fn assert_origin_error<E: OriginErrorBound>() {}
+
+/// How stampede's own failures become a `Result` function's `E` without `map_error`:
+/// `E::from`. The attribute calls `map_error` on `&&ErrorMap<E>`, so an `E` without
+/// `From<stampede::Error>` reaches [`MapMissing`] and its one message, instead of the
+/// compiler's guess at a blanket `From` it almost matched (sqlx's `From<E: DatabaseError>`).
+pub struct ErrorMap<E>(std::marker::PhantomData<fn() -> E>);
+
+impl<E> ErrorMap<E> {
+    /// The question for `E`.
+    pub const fn new() -> Self {
+        ErrorMap(std::marker::PhantomData)
+    }
+}
+
+impl<E> Default for ErrorMap<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `E: From<stampede::Error>`.
+pub trait MapByFrom<E> {
+    /// `E::from`.
+    fn map_error(&self) -> fn(crate::Error) -> E;
+}
+
+impl<E: From<crate::Error>> MapByFrom<E> for &ErrorMap<E> {
+    fn map_error(&self) -> fn(crate::Error) -> E {
+        E::from
+    }
+}
+
+/// Any other `E`: a compile error under the error type.
+pub trait MapMissing<E> {
+    /// Never compiles: `CarriesCacheFailures` has no implementations.
+    fn map_error(&self) -> fn(crate::Error) -> E
+    where
+        E: CarriesCacheFailures;
+}
+
+impl<E> MapMissing<E> for ErrorMap<E> {
+    fn map_error(&self) -> fn(crate::Error) -> E
+    where
+        E: CarriesCacheFailures,
+    {
+        |error| unreachable!("{error}: no type implements CarriesCacheFailures")
+    }
+}
+
+/// Implemented by no type: what the compiler names when a `Result` function's error type
+/// cannot carry stampede's own failures.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry stampede's own failures (timeouts, overload, an error shared by a failed load)",
+    label = "this function fails with `{Self}`, which has no `From<stampede::Error>`",
+    note = "implement `From<stampede::Error> for {Self}`; if `{Self}` belongs to another crate, as `sqlx::Error` and `io::Error` do, the orphan rule forbids that impl: return an error type of your own with a variant for `{Self}` and one for `stampede::Error`, or pass `map_error = path::to::fn` that turns a `stampede::Error` into a `{Self}`"
+)]
+pub trait CarriesCacheFailures {}

@@ -13,6 +13,8 @@ use crate::stats::Stats;
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// One cached function's cache, reachable without calling the function.
@@ -20,7 +22,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 /// The cache it names is created once per process and instantiation, by whichever comes
 /// first: the function's first call or the handle's first use. In a generic `impl`, each
 /// instantiation's handle (`Repo::<A>::GET`) reaches that instantiation's cache.
-pub struct Handle<K, V, E = Error> {
+///
+/// `B` builds a key from the function's own arguments, for [`Handle::invalidate_args`]:
+/// a `fn` pointer with the keyed arguments' types, or [`ExpressionKey`] where the key is
+/// an expression.
+pub struct Handle<K, V, E = Error, B = ExpressionKey<K>> {
     /// Unique per expansion of the attribute.
     pub(crate) site: &'static str,
     pub(crate) function: &'static str,
@@ -30,6 +36,7 @@ pub struct Handle<K, V, E = Error> {
     /// The type name of a closure written where the handle is: its instantiation.
     pub(crate) here: fn() -> &'static str,
     pub(crate) mode: LeaderMode,
+    pub(crate) key_of: B,
 }
 
 /// How a cached function's leader runs its origin (see the README's leader-mode table).
@@ -52,15 +59,15 @@ pub struct Claim {
     pub(crate) uncached: bool,
 }
 
-impl<K, V, E> Clone for Handle<K, V, E> {
+impl<K, V, E, B: Copy> Clone for Handle<K, V, E, B> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<K, V, E> Copy for Handle<K, V, E> {}
+impl<K, V, E, B: Copy> Copy for Handle<K, V, E, B> {}
 
-impl<K, V, E> fmt::Debug for Handle<K, V, E> {
+impl<K, V, E, B> fmt::Debug for Handle<K, V, E, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("function", &self.function)
@@ -69,15 +76,25 @@ impl<K, V, E> fmt::Debug for Handle<K, V, E> {
     }
 }
 
-impl<K, V, E> Handle<K, V, E> {
+impl<K, V, E, B> Handle<K, V, E, B> {
     /// How the function's leader runs its origin, chosen by the attribute from the
     /// signature or its `mode` option.
     pub fn leader_mode(&self) -> LeaderMode {
         self.mode
     }
+
+    /// The key the function builds from these arguments, given as it takes them (a tuple
+    /// of its keyed arguments in order, borrowed forms included): `(tenant, id)` with
+    /// `tenant: &str` gives `(String, u64)`.
+    pub fn key<Args>(&self, args: Args) -> K
+    where
+        B: KeyOf<Args, Key = K>,
+    {
+        self.key_of.key_of(args)
+    }
 }
 
-impl<K, V, E> Handle<K, V, E>
+impl<K, V, E, B> Handle<K, V, E, B>
 where
     K: CacheKey,
     V: LocalValue,
@@ -147,6 +164,29 @@ where
         self.cache().invalidate(key).await
     }
 
+    /// [`Handle::invalidate`] with the function's own keyed arguments, as a tuple in
+    /// their order and in the forms the function takes them:
+    /// `LOAD_PRODUCT.invalidate_args((tenant, id))` for
+    /// `async fn load_product(tenant: &str, id: u64, db: &Db)` with `skip(db)`.
+    pub fn invalidate_args<Args>(
+        &self,
+        args: Args,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Error>> + Send + '_>>
+    where
+        B: KeyOf<Args, Key = K> + Sync,
+    {
+        // The key is built now, so the future borrows nothing from the arguments; a
+        // concrete future type keeps a wrong argument list to one error, at the call.
+        let key = self.key(args);
+        Box::pin(async move { self.invalidate(&key).await })
+    }
+
+    /// Puts `value` in the cache for `key`, here and on a shared backend for every
+    /// replica, fencing out loads of `key` that started before it (see [`Cache::insert`]).
+    pub async fn insert(&self, key: &K, value: V) -> Result<(), Error> {
+        self.cache().insert(key.clone(), value).await
+    }
+
     /// Drops `key`'s value because its source changed at `source_version`, unless that
     /// change is already known here or in the shared store (see [`Cache::invalidate_at`]).
     pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
@@ -164,6 +204,98 @@ where
         self.cache().stats()
     }
 }
+
+/// Builds a cached function's key from its keyed arguments, given as a tuple: what a
+/// handle's `fn` pointer does for [`Handle::invalidate_args`] and [`Handle::key`].
+#[diagnostic::on_unimplemented(
+    message = "this handle cannot build its key from `{Args}`",
+    label = "not the function's keyed arguments",
+    note = "pass the function's keyed arguments as a tuple, in order and in the types it takes them (`(tenant, id)`, `(id,)` for one); a function whose key is an expression (`key = ...` beyond its arguments) has no argument form: use `invalidate(&key)`"
+)]
+pub trait KeyOf<Args> {
+    /// The key built.
+    type Key;
+    /// The key of these arguments.
+    fn key_of(&self, args: Args) -> Self::Key;
+}
+
+macro_rules! key_of_arities {
+    ($(($($arg:ident),+)),+) => {$(
+        impl<F, K, $($arg),+> KeyOf<($($arg,)+)> for F
+        where
+            F: Fn($($arg),+) -> K,
+        {
+            type Key = K;
+
+            #[allow(non_snake_case)]
+            fn key_of(&self, ($($arg,)+): ($($arg,)+)) -> K {
+                self($($arg),+)
+            }
+        }
+    )+};
+}
+
+key_of_arities!(
+    (A),
+    (A, B),
+    (A, B, C),
+    (A, B, C, D),
+    (A, B, C, D, E),
+    (A, B, C, D, E, F2),
+    (A, B, C, D, E, F2, G),
+    (A, B, C, D, E, F2, G, H)
+);
+
+/// The `B` of a handle whose function's key (a `K`) is an expression: it has no argument
+/// form.
+pub struct ExpressionKey<K>(std::marker::PhantomData<fn() -> K>);
+
+impl<K> ExpressionKey<K> {
+    /// The only value.
+    pub const fn new() -> Self {
+        ExpressionKey(std::marker::PhantomData)
+    }
+}
+
+impl<K> Default for ExpressionKey<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K> Clone for ExpressionKey<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for ExpressionKey<K> {}
+
+impl<K> fmt::Debug for ExpressionKey<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ExpressionKey")
+    }
+}
+
+impl<K, Args> KeyOf<Args> for ExpressionKey<K>
+where
+    Args: ArgumentForm,
+{
+    type Key = K;
+
+    fn key_of(&self, _: Args) -> K {
+        unreachable!("no type has an argument form")
+    }
+}
+
+/// Implemented by no type: what the compiler names when `invalidate_args` is called on
+/// the handle of a function whose key is an expression.
+#[diagnostic::on_unimplemented(
+    message = "this function's key is an expression (`key = ...`), so its handle has no argument form",
+    label = "the key is not built from these arguments alone",
+    note = "build the key as the `key` expression does and call `invalidate(&key)`"
+)]
+pub trait ArgumentForm {}
 
 #[derive(Default)]
 struct Registry {

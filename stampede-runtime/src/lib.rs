@@ -17,6 +17,8 @@
 
 mod admission;
 #[doc(hidden)]
+pub mod asserted;
+#[doc(hidden)]
 pub mod attribute;
 mod blocking;
 mod bounds;
@@ -26,6 +28,7 @@ mod config;
 mod deadline;
 mod envelope;
 mod error;
+mod failure;
 mod flight;
 #[cfg(test)]
 mod flight_tests;
@@ -33,6 +36,8 @@ mod flight_tests;
 pub mod guards;
 mod handle;
 mod loader;
+mod negative;
+mod per_call;
 mod policy;
 mod stats;
 mod store;
@@ -45,9 +50,10 @@ pub mod xfetch;
 pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
-pub use error::Error;
-pub use handle::{Handle, LeaderMode};
+pub use error::{Error, OriginError};
+pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use loader::{Cache, CacheBuilder};
+pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

@@ -1,6 +1,7 @@
 //! Per-function settings: how long a value is fresh, how long it may be served stale, and
 //! how loads of it are guarded.
 use crate::cache_if::CacheIf;
+use crate::negative::CacheErrors;
 use stampede_settings as settings;
 use std::fmt;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub struct Policy {
     version: u32,
     enabled: bool,
     cache_if: Option<CacheIf>,
+    cache_errors: Option<CacheErrors>,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
@@ -68,6 +70,7 @@ impl Policy {
                 version: 0,
                 enabled: true,
                 cache_if: None,
+                cache_errors: None,
             },
         }
     }
@@ -141,6 +144,18 @@ impl Policy {
     /// not is still the answer of its load.
     pub fn caches<V: 'static>(&self, value: &V) -> bool {
         self.cache_if.as_ref().is_none_or(|keep| keep.keeps(value))
+    }
+
+    /// How long a chosen error is kept and served (see [`PolicyBuilder::cache_errors`]).
+    pub fn error_ttl(&self) -> Option<Duration> {
+        self.cache_errors.as_ref().map(CacheErrors::ttl)
+    }
+
+    /// Whether a load's error is kept for [`Policy::error_ttl`].
+    pub(crate) fn keeps_error<E: 'static>(&self, error: &E) -> bool {
+        self.cache_errors
+            .as_ref()
+            .is_some_and(|keep| keep.keeps(error))
     }
 
     /// A builder holding these settings, for changing some of them (runtime overrides).
@@ -225,6 +240,28 @@ impl PolicyBuilder {
         self.policy.cache_if = Some(CacheIf::new(keep));
         self
     }
+    /// Negative caching: an error `keep` accepts (say, a row that is not there) is kept
+    /// for `ttl` and served to the key's callers meanwhile, so a hot id that is not found
+    /// costs one origin call per `ttl` instead of one per burst. Other errors are never
+    /// kept. Kept errors stay in this process's memory whatever the backend (an error
+    /// type need not be serializable); an invalidation of the key, or a value stored for
+    /// it, drops its error. `E` is the cache's error type; errors of another type are not
+    /// kept.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::Policy;
+    /// let policy = Policy::builder("user")
+    ///     .fresh(Duration::from_secs(60))
+    ///     .cache_errors(Duration::from_secs(5), |error: &String| error == "not found")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(policy.error_ttl(), Some(Duration::from_secs(5)));
+    /// ```
+    pub fn cache_errors<E: 'static>(mut self, ttl: Duration, keep: fn(&E) -> bool) -> Self {
+        self.policy.cache_errors = Some(CacheErrors::new(ttl, keep));
+        self
+    }
     /// Names the origin semaphore this cache's loads go through.
     pub fn admission(mut self, name: impl Into<Arc<str>>) -> Self {
         self.policy.admission = Some(name.into());
@@ -297,6 +334,10 @@ impl Policy {
             settings::positive("lease", lease)?;
         }
         settings::capacity("capacity", self.capacity)?;
+        if let Some(ttl) = self.error_ttl() {
+            settings::positive("cache_errors", ttl)?;
+            settings::within_horizon("cache_errors", ttl)?;
+        }
         if self.admission.as_deref() == Some("") {
             return Err("the admission name must not be empty".to_owned());
         }

@@ -72,6 +72,9 @@ pub struct Stats {
     /// invalidation passed, or the value was read at a source version older than one
     /// invalidated since. Their callers still got them; nobody else will.
     pub publish_refused: u64,
+    /// Calls answered with an error kept by negative caching (`cache_errors`), without an
+    /// origin call.
+    pub error_hits: u64,
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
@@ -129,6 +132,7 @@ pub(crate) struct Counters {
     pub(crate) backend_errors: Counter,
     pub(crate) lease_waits: Counter,
     pub(crate) publish_refused: Counter,
+    pub(crate) error_hits: Counter,
 }
 
 impl Counters {
@@ -155,6 +159,7 @@ impl Counters {
             backend_errors: self.backend_errors.get(),
             lease_waits: self.lease_waits.get(),
             publish_refused: self.publish_refused.get(),
+            error_hits: self.error_hits.get(),
         }
     }
 }

@@ -31,6 +31,7 @@ impl Runtime {
                 ("stampede_timeouts_total", stats.timeouts),
                 ("stampede_admitted_total", stats.admitted),
                 ("stampede_shed_total", stats.shed),
+                ("stampede_error_hits_total", stats.error_hits),
             ];
             for (metric, value) in counters {
                 metrics::counter!(metric, "cache" => name.clone()).absolute(value);

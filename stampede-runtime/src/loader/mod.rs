@@ -25,6 +25,7 @@ mod lookup;
 mod modes;
 mod pipeline;
 mod shared;
+mod write;
 
 pub use lookup::{Lookup, Unanswered};
 
@@ -35,6 +36,7 @@ use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::negative::KnownErrors;
 use crate::policy::Policy;
 use crate::stats::{Counters, Observed, Stats};
 use crate::store::memory::MemoryStore;
@@ -246,8 +248,10 @@ where
             }
             _ => None,
         };
+        let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
         let inner = Arc::new_cyclic(|me| Inner {
             store: MemoryStore::new(&policy),
+            known_errors,
             policy,
             gate,
             clock,
@@ -273,6 +277,8 @@ struct Inner<K, V, E> {
     gate: Gate,
     clock: Clock,
     store: MemoryStore<K, V>,
+    /// Errors kept by negative caching (`cache_errors`), when the policy asks for it.
+    known_errors: Option<KnownErrors<K, E>>,
     flights: Arc<Flights<K, Result<V, E>>>,
     counters: Counters,
     generation: AtomicU64,
@@ -384,6 +390,7 @@ where
         // Fence first: a load that stores before the fence moves is removed just after.
         self.inner.flights.invalidate(key);
         self.inner.store.invalidate(key);
+        self.inner.forget_error(key);
         self.inner.invalidate_shared(key).await
     }
 
@@ -427,6 +434,7 @@ where
         if inner.raise_mark(key, source_version) {
             inner.flights.invalidate(key);
             inner.store.invalidate(key);
+            inner.forget_error(key);
         }
         Ok(())
     }
@@ -443,6 +451,9 @@ where
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.inner.flights.invalidate_all();
         self.inner.store.invalidate_all();
+        if let Some(known) = &self.inner.known_errors {
+            known.clear();
+        }
         self.inner.invalidate_all_shared().await
     }
 }
@@ -457,6 +468,19 @@ where
 {
     fn fail(&self, error: Error) -> E {
         (self.map_error)(error)
+    }
+
+    /// The error negative caching keeps for `key`, if any is still served.
+    fn known_error(&self, key: &K) -> Option<E> {
+        let error = self.known_errors.as_ref()?.get(key, self.clock.now())?;
+        self.counters.error_hits.bump();
+        Some(error)
+    }
+
+    fn forget_error(&self, key: &K) {
+        if let Some(known) = &self.known_errors {
+            known.remove(key);
+        }
     }
 
     fn next_generation(&self) -> u64 {

@@ -141,6 +141,9 @@ where
     /// (always, without coalescing), or an answer: the running load's, or a fresh value
     /// another flight stored after this caller read memory (`seen`).
     pub(super) async fn lead_miss(&self, key: &K, seen: Option<u64>) -> Turn<K, V, E> {
+        if let Some(error) = self.known_error(key) {
+            return Turn::Answered(Err(error));
+        }
         if !self.policy.coalesce() {
             return Turn::Lead(self.flights.start(key));
         }

@@ -296,7 +296,26 @@ where
             Some(envelope) => self.write_shared(&key, found.as_mut(), envelope, now).await,
             None => None,
         };
-        (self.settle(leader, shared, envelope), outcome)
+        let kept = match (&shared, &self.known_errors) {
+            (Err(error), Some(_)) if self.policy.keeps_error(error) => self.policy.error_ttl(),
+            _ => None,
+        };
+        let Some(ttl) = kept else {
+            return (self.settle(leader, shared, envelope), outcome);
+        };
+        // Negative caching: the error is stored under the flight's fences, as a value is.
+        // Without a leader its callers were answered already, and nothing is kept.
+        let Some(leader) = leader else {
+            return (shared, "failed");
+        };
+        let until = now + ttl;
+        let store = |key| {
+            if let (Some(known), Err(error)) = (&self.known_errors, &shared) {
+                known.insert(key, error.clone(), until);
+            }
+        };
+        leader.settle(shared.clone(), store);
+        (shared, "failed, kept")
     }
 
     /// Stores `envelope` (unless an invalidation fenced the load out meanwhile) and hands
@@ -317,6 +336,8 @@ where
             if self.below_mark(&key, &envelope) {
                 return;
             }
+            // A value supersedes an error negative caching kept for its key.
+            self.forget_error(&key);
             self.store.insert(key, envelope);
         };
         leader.settle(shared.clone(), store);

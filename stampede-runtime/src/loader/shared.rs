@@ -222,6 +222,7 @@ where
         let drop_here = || {
             self.flights.invalidate(key);
             self.store.invalidate(key);
+            self.forget_error(key);
         };
         let Some(tier) = self.tier() else {
             drop_here();
@@ -304,12 +305,16 @@ pub(super) async fn listen<K, V, E>(
                 }
                 if let Some(key) = tier.noticed(&notice.key) {
                     inner.store.invalidate(&key);
+                    inner.forget_error(&key);
                 }
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
             | Err(RecvError::Lagged(_)) => {
                 tier.forget_copies();
                 inner.store.invalidate_all();
+                if let Some(known) = &inner.known_errors {
+                    known.clear();
+                }
             }
             Err(RecvError::Closed) => return,
         }

@@ -1,0 +1,104 @@
+//! One call of a cached function that skips the cache ([`bypass`]) or refreshes it
+//! ([`refresh`]), like the `cached` crate's `_no_cache` and `force_refresh`.
+//!
+//! The choice travels in a thread-local for the span of one poll: the wrapper sets it
+//! before the first poll of the call it wraps, and the cached function takes it (and so
+//! clears it) as the first thing its body does, which happens in that first poll. A cached
+//! function that this call's origin calls in turn finds it cleared and behaves as usual,
+//! and so does any other task polled later on that thread.
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// How one call treats the cache.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMode {
+    /// As configured.
+    Cached,
+    /// The origin, directly: nothing is read or stored.
+    Bypass,
+    /// The origin, whatever the cache holds, and its value stored.
+    Refresh,
+}
+
+thread_local! {
+    static NEXT: Cell<CallMode> = const { Cell::new(CallMode::Cached) };
+}
+
+/// The mode this call was wrapped in (and `Cached` for the next one). One thread-local
+/// read on the hit path.
+#[doc(hidden)]
+#[inline]
+pub fn take_call_mode() -> CallMode {
+    NEXT.with(|next| match next.get() {
+        CallMode::Cached => CallMode::Cached,
+        _ => next.replace(CallMode::Cached),
+    })
+}
+
+/// A call of a cached function under a [`CallMode`]; see [`bypass`] and [`refresh`].
+#[must_use = "a wrapped call does nothing until awaited"]
+pub struct PerCall<F: Future> {
+    call: Pin<Box<F>>,
+    mode: Option<CallMode>,
+}
+
+impl<F: Future> Future for PerCall<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(mode) = self.mode.take() else {
+            return self.call.as_mut().poll(cx);
+        };
+        NEXT.with(|next| next.set(mode));
+        let polled = self.call.as_mut().poll(cx);
+        // Not taken (the call was not a cached function): it must not reach another.
+        NEXT.with(|next| next.set(CallMode::Cached));
+        polled
+    }
+}
+
+/// Runs one call of a `#[cached]` async function without the cache: its origin is called,
+/// nothing is read from or stored in the cache, and no load is joined:
+/// `stampede::bypass(load_user(7)).await`. Wrapping anything else does nothing.
+pub fn bypass<F: Future>(call: F) -> PerCall<F> {
+    PerCall {
+        call: Box::pin(call),
+        mode: Some(CallMode::Bypass),
+    }
+}
+
+/// Runs one call of a `#[cached]` async function as a forced refresh: its origin is
+/// called whatever the cache holds, and what it returns is stored (see
+/// [`Cache::refresh`](crate::Cache::refresh)): `stampede::refresh(load_user(7)).await`.
+pub fn refresh<F: Future>(call: F) -> PerCall<F> {
+    PerCall {
+        call: Box::pin(call),
+        mode: Some(CallMode::Refresh),
+    }
+}
+
+/// [`bypass`] for a `#[cached]` plain `fn`: `stampede::bypass_blocking(|| load_config(7))`.
+pub fn bypass_blocking<T>(call: impl FnOnce() -> T) -> T {
+    with_mode(CallMode::Bypass, call)
+}
+
+/// [`refresh`] for a `#[cached]` plain `fn`: `stampede::refresh_blocking(|| load_config(7))`.
+pub fn refresh_blocking<T>(call: impl FnOnce() -> T) -> T {
+    with_mode(CallMode::Refresh, call)
+}
+
+fn with_mode<T>(mode: CallMode, call: impl FnOnce() -> T) -> T {
+    /// Clears the mode when the call returns or unwinds.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            NEXT.with(|next| next.set(CallMode::Cached));
+        }
+    }
+    NEXT.with(|next| next.set(mode));
+    let _clear = Clear;
+    call()
+}

@@ -1,0 +1,23 @@
+use stampede::cached;
+
+#[derive(Debug, Clone)]
+enum AppError {
+    Cache(stampede::Error),
+}
+
+impl From<stampede::Error> for AppError {
+    fn from(error: stampede::Error) -> Self {
+        AppError::Cache(error)
+    }
+}
+
+fn is_not_found(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::NotFound
+}
+
+#[cached(fresh = "60s", cache_errors(if = is_not_found, for = "5s"))]
+async fn get(id: u64) -> Result<u64, AppError> {
+    Ok(id)
+}
+
+fn main() {}
