@@ -162,20 +162,31 @@ where
         found?.envelope.take().filter(|last| now < last.keep_until)
     }
 
-    /// The shared side of [`Cache::invalidate`].
-    pub(super) async fn invalidate_shared(&self, key: &K) -> Result<(), Error> {
-        if self.shared.is_none() {
-            return Ok(());
-        }
-        let backend = |message: String| Error::Backend {
+    /// An invalidation's failure on the shared side, naming this cache.
+    fn backend_error(&self, message: String) -> Error {
+        Error::Backend {
             cache: self.policy.name().clone(),
             message,
+        }
+    }
+
+    /// The tier an invalidation goes through: none without a shared backend, an error
+    /// when there is no connection to it (none is made outside a Tokio runtime).
+    fn invalidation_tier(&self) -> Result<Option<&Arc<Tier<K, V>>>, Error> {
+        if self.shared.is_none() {
+            return Ok(None);
+        }
+        self.tier().map(Some).ok_or_else(|| {
+            self.backend_error("no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into())
+        })
+    }
+
+    /// The shared side of [`Cache::invalidate`].
+    pub(super) async fn invalidate_shared(&self, key: &K) -> Result<(), Error> {
+        let Some(tier) = self.invalidation_tier()? else {
+            return Ok(());
         };
-        let Some(tier) = self.tier() else {
-            return Err(backend(
-                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
-            ));
-        };
+        let backend = |message: String| self.backend_error(message);
         let entry = tier.entry_key(key).map_err(|error| {
             backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
         })?;
@@ -261,20 +272,11 @@ where
 {
     /// This cache's part of `invalidate_all` on the shared store.
     pub(super) async fn invalidate_all_shared(&self) -> Result<(), Error> {
-        if self.shared.is_none() {
+        let Some(tier) = self.invalidation_tier()? else {
             return Ok(());
-        }
-        let backend = |message: String| Error::Backend {
-            cache: self.policy.name().clone(),
-            message,
-        };
-        let Some(tier) = self.tier() else {
-            return Err(backend(
-                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
-            ));
         };
         tier.invalidate_all().await.map(drop).map_err(|error| {
-            backend(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
+            self.backend_error(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
         })
     }
 }

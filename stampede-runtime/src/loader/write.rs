@@ -2,8 +2,8 @@
 //! calls the origin whatever the cache holds (a forced refresh). Both store through the
 //! fences, as every load does.
 use super::modes::within_leader;
-use crate::store::shared::LeaseFor;
 use super::*;
+use crate::store::shared::LeaseFor;
 
 impl<K, V, E> Cache<K, V, E>
 where
