@@ -1,7 +1,7 @@
 //! `#[cached]`: turns an existing `async fn` (or a plain `fn`, for threads) into a guarded
 //! loader. See the `stampede`
 //! crate for the options; this crate is its code generator:
-//! parse ([`args`]) → check ([`check`]) → expand ([`expand`]).
+//! parse (`args.rs`) → check (`check.rs`) → expand (`expand.rs`).
 #![forbid(unsafe_code)]
 
 mod args;
