@@ -107,7 +107,7 @@ async fn main() {
     assert_eq!(versioned_locally(8).await.unwrap().0, 8);
     VERSIONED.invalidate_at(&7, 7).await.unwrap();
     VERSIONED_LOCALLY.invalidate_at(&8, 9).await.unwrap();
-    LOAD_PROFILE.invalidate(&(TenantId(1), 2));
-    LOAD_PROFILE.invalidate_all();
+    LOAD_PROFILE.invalidate(&(TenantId(1), 2)).await.unwrap();
+    LOAD_PROFILE.invalidate_all().await.unwrap();
     assert_eq!(LOAD_PROFILE.stats().origin_calls, 1);
 }

@@ -82,5 +82,5 @@ async fn main() {
     assert_eq!(Repository::FIND.leader_mode(), LeaderMode::Inline);
     assert_eq!(Repository::COUNT.leader_mode(), LeaderMode::Detached);
     assert_eq!(BORROWED.leader_mode(), LeaderMode::Inline);
-    NO_ARGUMENTS.invalidate(&());
+    NO_ARGUMENTS.invalidate(&()).await.unwrap();
 }
