@@ -84,14 +84,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = |what: &str| -> Result<u64, String> {
-            match value.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!(
-                    "{flag} takes a whole number of {what} above zero, not `{value}`"
-                )),
-            }
-        };
+        let number = |what: &str| super::whole_number(&flag, &value, what);
         match flag.as_str() {
             "--fleet" => match number("replicas")? {
                 n @ 1..=64 => settings.replicas = n as usize,

@@ -63,14 +63,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = |what: &str| -> Result<u64, String> {
-            match value.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!(
-                    "{flag} takes a whole number of {what} above zero, not `{value}`"
-                )),
-            }
-        };
+        let number = |what: &str| whole_number(&flag, &value, what);
         match flag.as_str() {
             "--rate" => settings.rate = number("requests per second")?,
             "--duration" => settings.duration = Duration::from_secs(number("seconds")?),
@@ -82,6 +75,16 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         }
     }
     Ok(settings)
+}
+
+/// A flag's value as a whole number above zero, or the message that says it is not.
+fn whole_number(flag: &str, value: &str, what: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "{flag} takes a whole number of {what} above zero, not `{value}`"
+        )),
+    }
 }
 
 /// The slow origin: counts calls, when each started, and how many run at once.

@@ -512,7 +512,8 @@ impl Inner {
                 self.shards.masters()
             }
         };
-        let mut found = std::collections::BTreeSet::new();
+        // By value key: an entry's four keys name it once.
+        let mut found = std::collections::BTreeMap::new();
         for master in masters {
             let breaker = self.shards.breaker(&master);
             let mut cursor = 0_u64;
@@ -525,7 +526,7 @@ impl Inner {
                 found.extend(
                     keys.iter()
                         .filter_map(|key| EntryKey::of_stored(key))
-                        .map(|entry| entry.value().to_owned()),
+                        .map(|entry| (entry.value().to_owned(), entry)),
                 );
                 if next == 0 {
                     break;
@@ -533,10 +534,7 @@ impl Inner {
                 cursor = next;
             }
         }
-        Ok(found
-            .iter()
-            .filter_map(|value| EntryKey::of_stored(value))
-            .collect())
+        Ok(found.into_values().collect())
     }
 }
 
