@@ -48,6 +48,32 @@ impl Counted {
     }
 }
 
+/// Awaits a tiered node's subscription. Its memory copies made before it was up are
+/// dropped when it comes up (notices may have been missed), so a test that counts memory
+/// hits starts after that: a probe key's copy, made once the subscription is up, must
+/// survive a moment (the drop runs on a listener task, soon after the flag flips).
+async fn subscribed(runtime: &Runtime, cache: &Cache<u64, String, AppError>) {
+    const PROBE: u64 = u64::MAX;
+    let probe = || async { Ok::<_, AppError>("probe".to_owned()) };
+    bounded(cache.load(PROBE, probe)).await.unwrap();
+    eventually(|| {
+        runtime
+            .backend_stats()
+            .is_some_and(|stats| stats.subscribed)
+    })
+    .await;
+    bounded(async {
+        loop {
+            cache.load(PROBE, probe).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if cache.peek(&PROBE).is_some() {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
 /// The keys stored under the default prefix.
 fn scan(redis: &RedisServer) -> Vec<String> {
     let out = redis.cli(&["--scan", "--pattern", "stampede:*"]);
@@ -154,15 +180,18 @@ async fn a_tiered_invalidation_reaches_another_nodes_memory() {
         replica(Backend::tiered(redis.url())),
     );
     let (first, second) = (cache(&one, "tiered"), cache(&other, "tiered"));
+    subscribed(&other, &second).await;
+    let before = second.stats();
     let origin = Counted::default();
     assert_eq!(origin.load(&first, 3, "three").await, Ok("three".into()));
     assert_eq!(origin.load(&second, 3, "x").await, Ok("three".into()));
     assert_eq!(origin.load(&second, 3, "x").await, Ok("three".into()));
+    let after = second.stats();
     assert_eq!(
         (
             origin.calls(),
-            second.stats().shared_hits,
-            second.stats().fresh_hits
+            after.shared_hits - before.shared_hits,
+            after.fresh_hits - before.fresh_hits
         ),
         (1, 1, 1),
         "the second node read Redis once, then its memory"
@@ -189,6 +218,7 @@ async fn a_tiered_node_that_loses_its_subscription_drops_its_memory_copies() {
     };
     let node = replica(Backend::tiered(redis.url()));
     let cache = cache(&node, "unconfirmed");
+    subscribed(&node, &cache).await;
     let origin = Counted::default();
     assert_eq!(origin.load(&cache, 4, "four").await, Ok("four".into()));
     assert_eq!(cache.peek(&4), Some("four".into()), "a memory copy");

@@ -466,6 +466,7 @@ impl Runtime {
             decode_failures: stats.decode_failures,
             notices_sent: stats.notices_sent,
             notices_received: stats.notices_received,
+            subscribed: stats.subscribed,
             degraded_now: stats.breaker != BreakerState::Closed,
             breaker_opened: stats.breaker_opened,
             degraded: stats.degraded,

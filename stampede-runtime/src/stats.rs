@@ -94,6 +94,10 @@ pub struct BackendStats {
     pub notices_sent: u64,
     /// Notices received from any replica.
     pub notices_received: u64,
+    /// This replica's subscription to notices is up. While it is down, notices from other
+    /// replicas may be missed: a tiered node drops its memory copies when it goes down
+    /// and again when it is back, so no copy made in the gap outlives it.
+    pub subscribed: bool,
     /// The circuit breaker is open or probing: loads use memory and in-process coalescing
     /// only.
     pub degraded_now: bool,

@@ -214,6 +214,8 @@ pub(crate) struct SharedStats {
     pub(crate) decode_failures: u64,
     pub(crate) notices_sent: u64,
     pub(crate) notices_received: u64,
+    /// Notices flow: the subscription is up.
+    pub(crate) subscribed: bool,
     pub(crate) breaker: BreakerState,
     /// How often the breaker opened.
     pub(crate) breaker_opened: u64,

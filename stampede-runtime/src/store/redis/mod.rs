@@ -808,6 +808,7 @@ impl SharedStore for RedisStore {
             decode_failures: counters.decode_failures.load(Ordering::Relaxed),
             notices_sent: counters.notices_sent.load(Ordering::Relaxed),
             notices_received: self.inner.hub.received(),
+            subscribed: self.inner.hub.is_subscribed(),
             breaker,
             breaker_opened,
             degraded,

@@ -98,6 +98,10 @@ impl NoticeHub {
         self.subscribed.subscribe()
     }
 
+    pub(crate) fn is_subscribed(&self) -> bool {
+        *self.subscribed.borrow()
+    }
+
     pub(crate) fn received(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
     }
