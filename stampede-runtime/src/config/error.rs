@@ -12,7 +12,12 @@ use std::path::{Path, PathBuf};
 /// assert_eq!(err.to_string(), "runtime builder: `admission.db.limit`: limit must be at least 1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub struct ConfigError(Box<Refusal>);
+
+/// Boxed, so `stampede::Error` (which carries a `ConfigError`) and every `Result` of it
+/// stay small: a fresh hit writes that `Result`, and a refused configuration is rare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
     at: At,
     message: String,
 }
@@ -86,15 +91,15 @@ impl At {
 
 impl ConfigError {
     pub(super) fn new(at: At, message: impl Into<String>) -> Self {
-        ConfigError {
+        ConfigError(Box::new(Refusal {
             at,
             message: message.into(),
-        }
+        }))
     }
 
     /// The file at fault, when it is a file.
     pub fn path(&self) -> Option<&Path> {
-        match &self.at.source {
+        match &self.0.at.source {
             Source::File(path) => Some(path),
             _ => None,
         }
@@ -102,30 +107,30 @@ impl ConfigError {
 
     /// The line in that file (1-based).
     pub fn line(&self) -> Option<usize> {
-        self.at.line
+        self.0.at.line
     }
 
     /// The dotted key in the file (`functions.user-profile.fresh`), the environment
     /// variable, or the builder setting at fault.
     pub fn key(&self) -> Option<&str> {
-        self.at.key.as_deref()
+        self.0.at.key.as_deref()
     }
 
     /// What is wrong, without the location.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.at.source {
+        match &self.0.at.source {
             Source::File(path) => {
                 write!(f, "{}", path.display())?;
-                if let Some(line) = self.at.line {
+                if let Some(line) = self.0.at.line {
                     write!(f, ":{line}")?;
                 }
-                if let Some(column) = self.at.column {
+                if let Some(column) = self.0.at.column {
                     write!(f, ":{column}")?;
                 }
                 f.write_str(": ")?;
@@ -134,10 +139,10 @@ impl fmt::Display for ConfigError {
             Source::Code => f.write_str("runtime builder: ")?,
             Source::Process => f.write_str("stampede runtime: ")?,
         }
-        if let Some(key) = &self.at.key {
+        if let Some(key) = &self.0.at.key {
             write!(f, "`{key}`: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.0.message)
     }
 }
 
