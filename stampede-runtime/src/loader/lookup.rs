@@ -44,7 +44,7 @@ where
     pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        match inner.store.get(key) {
+        match inner.store.get_shared(key) {
             Some(current) if current.state(now) == State::Fresh && !current.rearmed => {
                 // Drawn once: the load acts on this draw, never on a second one.
                 let early = inner.refresh_early(&current, now);
@@ -56,7 +56,7 @@ where
                     });
                 }
                 inner.counters.fresh_hits.bump();
-                Lookup::Fresh(current.value)
+                Lookup::Fresh(current.value.clone())
             }
             current => Lookup::Load(Unanswered {
                 current,
@@ -106,13 +106,13 @@ where
                         let origin = bind(origin, &key);
                         Box::pin(self.refresh_detached(key, &current, origin, true)).await;
                     }
-                    return Ok(current.value);
+                    return Ok(current.value.clone());
                 }
                 State::Stale => {
                     inner.count_stale(&current, now);
                     let origin = bind(origin, &key);
                     Box::pin(self.refresh_detached(key, &current, origin, false)).await;
-                    return Ok(current.value);
+                    return Ok(current.value.clone());
                 }
                 State::Expired => Some(current.generation),
             },
@@ -179,7 +179,7 @@ where
                 State::Fresh => {
                     inner.count_hit(&current, now);
                     if !early {
-                        return Ok(current.value);
+                        return Ok(current.value.clone());
                     }
                     let origin = bind(origin, &key);
                     return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
@@ -216,7 +216,7 @@ pub enum Lookup<A, V = A> {
 /// What a lookup that was not a plain fresh hit found, when.
 #[doc(hidden)]
 pub struct Unanswered<V> {
-    current: Option<Envelope<V>>,
+    current: Option<Arc<Envelope<V>>>,
     now: Instant,
     /// XFetch's draw for a fresh value: refresh it early.
     early: bool,
@@ -253,18 +253,25 @@ where
         origin().await
     }
 
+    /// Inlined, so a hit of a cache without XFetch pays one compare, not a call.
+    #[inline(always)]
     pub(super) fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
         match self.policy.xfetch_beta() {
             // A fallback served by the fail-safe waits for its throttle, not for XFetch.
-            Some(beta) if !envelope.rearmed => xfetch::should_refresh_early(
-                envelope.fresh_until.saturating_duration_since(now),
-                envelope.delta,
-                beta,
-                xfetch::draw_u(),
-            ),
+            Some(beta) if !envelope.rearmed => xfetch_draw(envelope, now, beta),
             _ => false,
         }
     }
+}
+
+/// XFetch's draw for a fresh value: refresh it now?
+fn xfetch_draw<V>(envelope: &Envelope<V>, now: Instant, beta: f64) -> bool {
+    xfetch::should_refresh_early(
+        envelope.fresh_until.saturating_duration_since(now),
+        envelope.delta,
+        beta,
+        xfetch::draw_u(),
+    )
 }
 
 /// An origin that receives the key, as one that does not: the key is cloned here, on a

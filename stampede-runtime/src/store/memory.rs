@@ -16,14 +16,16 @@ use foldhash::fast::SeedableRandomState;
 use foldhash::SharedSeed;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// moka refuses a time-to-live past 1,000 years; a century is "forever" here.
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 pub(crate) struct MemoryStore<K, V> {
-    entries: moka::sync::Cache<K, Envelope<V>, SeedableRandomState>,
+    /// Behind an `Arc`: moka clones what it returns, and a hit needs the value and two
+    /// deadlines, not a copy of every field of the envelope.
+    entries: moka::sync::Cache<K, Arc<Envelope<V>>, SeedableRandomState>,
 }
 
 impl<K, V> MemoryStore<K, V>
@@ -44,12 +46,19 @@ where
         }
     }
 
-    pub(crate) fn get(&self, key: &K) -> Option<Envelope<V>> {
+    /// The envelope held for `key`, shared with the store: what the hit path reads.
+    #[inline(always)]
+    pub(crate) fn get_shared(&self, key: &K) -> Option<Arc<Envelope<V>>> {
         self.entries.get(key)
     }
 
+    /// The envelope held for `key`, a copy of its own.
+    pub(crate) fn get(&self, key: &K) -> Option<Envelope<V>> {
+        self.get_shared(key).map(|shared| Envelope::clone(&shared))
+    }
+
     pub(crate) fn insert(&self, key: K, envelope: Envelope<V>) {
-        self.entries.insert(key, envelope);
+        self.entries.insert(key, Arc::new(envelope));
     }
 
     /// How many values memory holds, after moka's pending maintenance (so entries that
