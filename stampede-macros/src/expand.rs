@@ -217,13 +217,16 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
             #take_clones
             let __stampede_origin = #origin;
             // The rare modes are boxed, so their state stays out of what every hit carries.
-            match __stampede_found {
-                ::core::option::Option::Some(found) => #asserted.#load(__stampede_cache, __stampede_key, found, __stampede_origin).await,
-                ::core::option::Option::None => match __stampede_mode {
-                    #private::CallMode::Refresh => ::std::boxed::Box::pin(#asserted.call_refresh(__stampede_cache, __stampede_key, __stampede_origin)).await,
-                    _ => ::std::boxed::Box::pin(__stampede_origin(&__stampede_key)).await,
-                },
-            }
+            let __stampede_onward = match __stampede_found {
+                ::core::option::Option::Some(found) => #private::Onward::load(#asserted.#load(__stampede_cache, __stampede_key, found, __stampede_origin)),
+                ::core::option::Option::None => #private::Onward::rare(async move {
+                    match __stampede_mode {
+                        #private::CallMode::Refresh => #asserted.call_refresh(__stampede_cache, __stampede_key, __stampede_origin).await,
+                        _ => __stampede_origin(&__stampede_key).await,
+                    }
+                }),
+            };
+            __stampede_onward.await
         }}
     };
     // Each caller's own `E`: a clone, the original, or its shared form (see `Answer`). A
