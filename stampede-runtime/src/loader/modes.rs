@@ -28,20 +28,19 @@ where
         };
         let waiter = leader.waiter();
         let purpose = Purpose::Miss { detached: true };
-        match spawn(inherit(run_detached(
-            inner.clone(),
-            key,
-            leader,
-            origin,
-            purpose,
-        ))) {
-            Ok(()) => match waiter.await {
+        let load = inherit(run_detached(inner.clone(), key, leader, origin, purpose));
+        // Boxed in a statement of its own: a binding alive across an `.await` is stored in
+        // this future, and the load is most of a waiting caller's memory otherwise.
+        let unspawned = spawn(load).err().map(Box::pin);
+        match unspawned {
+            None => match waiter.await {
                 Outcome::Done(shared) => shared,
                 Outcome::Abandoned => Err(inner.fail(Error::Aborted {
                     cache: inner.policy.name().clone(),
                 })),
             },
-            Err(task) => Box::pin(task).await,
+            // No Tokio runtime to run it on: this caller runs it.
+            Some(load) => load.await,
         }
     }
 
