@@ -3,7 +3,7 @@
 //! makes that a failure). Each `Runtime` is one replica.
 mod common;
 
-use common::{bounded, AppError};
+use common::{bounded, patient_replica, AppError};
 use stampede::{Backend, Cache, Policy, Runtime};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use testkit::RedisCluster;
 
 const KEYS: u64 = 60;
 
+/// Every test here counts origin calls, which hold only while the store answers in time.
 fn replica(backend: Backend) -> Runtime {
-    Runtime::builder().backend(backend).build().unwrap()
+    patient_replica(backend)
 }
 
 fn cache(runtime: &Runtime) -> Cache<u64, String, AppError> {

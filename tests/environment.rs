@@ -3,7 +3,7 @@
 //! never panics.
 mod common;
 
-use common::AppError;
+use common::{AppError, DEADLINE};
 use stampede::{cached, Cache, Policy, Runtime};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,14 +72,27 @@ fn an_inline_stale_refresh_with_a_timeout_outside_any_runtime_does_not_panic() {
     let calls = AtomicUsize::new(0);
     let origin = || async { Ok(calls.fetch_add(1, Ordering::SeqCst) + 1) };
     assert_eq!(block_on(cache.load_inline(1, origin)), Ok(1));
-    // Waits for the value to go stale: the point of this test is the system clock.
-    std::thread::sleep(Duration::from_millis(5));
-    assert_eq!(
-        block_on(cache.load_inline(1, origin)),
-        Ok(2),
-        "refreshed inline"
-    );
+    // Waits for the value to go stale on the cache's own clock, the coarse system clock
+    // (the point of this test): its ticking thread may be descheduled for longer than any
+    // fixed sleep on a loaded machine, and until it ticks past the fresh time a call is a
+    // fresh hit that calls nothing. The first call that finds the value stale refreshes it
+    // and answers the new value.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let answer = loop {
+        let answer = block_on(cache.load_inline(1, origin));
+        if cache.stats().stale_hits > 0 {
+            break answer;
+        }
+        assert_eq!(answer, Ok(1), "a fresh hit");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the value never went stale"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(answer, Ok(2), "refreshed inline");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(cache.stats().stale_hits, 1);
 }
 
 #[test]

@@ -191,6 +191,34 @@ impl Drop for ConfigFile {
     }
 }
 
+/// A replica of `backend` that waits up to [`PATIENT_REDIS`] for each Redis call (and for
+/// connecting) instead of the default 250 ms. A call past its response timeout fails and
+/// the loader loads in this process, by design (the black-holed tests check that); on a
+/// loaded machine a starved scheduler can hold a healthy call that long, and a fresh
+/// replica's first calls also wait for its connection. A test that counts origin calls
+/// across replicas is about the store's answers, so it must not count those stalls.
+pub fn patient_replica(backend: stampede::Backend) -> stampede::Runtime {
+    static FILES: AtomicUsize = AtomicUsize::new(0);
+    let n = FILES.fetch_add(1, Ordering::Relaxed);
+    let millis = PATIENT_REDIS.as_millis();
+    let file = ConfigFile::new(
+        &format!("patient-{n}"),
+        &format!(
+            "[backend]\nresponse_timeout = \"{millis}ms\"\nconnect_timeout = \"{millis}ms\"\n"
+        ),
+    );
+    stampede::Runtime::builder()
+        .file(&file.0)
+        .expect("the patience file parses")
+        .backend(backend)
+        .build()
+        .expect("a shared backend with its url or nodes")
+}
+
+/// How long a [`patient_replica`] waits for one Redis call: far past any scheduling stall,
+/// well within [`DEADLINE`].
+pub const PATIENT_REDIS: Duration = Duration::from_secs(2);
+
 /// What a child test prints before each line the parent reads back (see [`run_child`]).
 pub const REPORT: &str = "@report ";
 
