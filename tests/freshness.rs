@@ -39,6 +39,27 @@ fn failing(
     }
 }
 
+/// moka's own expiry, which frees dead entries, runs on real time: under a paused clock it
+/// must not drop a value the cache's clock still deems fresh.
+#[tokio::test(start_paused = true)]
+async fn a_paused_clock_keeps_a_fresh_value_however_long_real_time_runs() {
+    let policy = Policy::builder("t").fresh(20 * MS).build().unwrap();
+    let cache: Shared = paused(policy);
+    let origin = Origin::default();
+    assert_eq!(call(&cache, &origin, MS).await, Ok(1));
+    // Real time well past the policy's longest life; the cache's clock has not moved.
+    std::thread::sleep(100 * MS);
+    assert_eq!(cache.stats().entries, 1, "still in memory");
+    assert_eq!(call(&cache, &origin, MS).await, Ok(1), "a fresh hit");
+    assert_eq!(origin.calls(), 1);
+    sleep(20 * MS).await;
+    assert_eq!(
+        call(&cache, &origin, MS).await,
+        Ok(2),
+        "expired by its clock"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn in_the_stale_window_callers_get_the_old_value_at_once_while_one_refresh_runs() {
     let policy = Policy::builder("t")

@@ -9,9 +9,11 @@ use std::time::Duration;
 /// [`Clock::system`] (the default) is a coarse monotonic clock: one process-wide thread,
 /// `stampede-clock`, stores the time every millisecond and a hit reads it with one atomic
 /// load (about 1 ns, against 25 ns for `std::time::Instant::now()` on a virtual machine).
-/// Freshness deadlines are therefore kept to within about a millisecond; recompute times
-/// (XFetch's δ) are measured with the precise clock. Should the thread fail to start,
-/// every read falls back to the precise clock.
+/// Freshness deadlines are therefore kept to within about a millisecond while that thread
+/// gets the processor; on a machine so starved that it runs late, a value can be served
+/// as fresh for as long past its deadline as the thread is late. Recompute times (XFetch's
+/// δ) are measured with the precise clock. Should the thread fail to start, every read
+/// falls back to the precise clock.
 ///
 /// [`Clock::tokio`] follows Tokio's clock, so tests that pause and advance Tokio time
 /// control freshness exactly. Set it for one cache ([`CacheBuilder::clock`]), or for every
@@ -112,6 +114,12 @@ impl Clock {
             Source::System(ticker) => ticker.recent(),
             Source::Tokio { start } => Instant(start.elapsed().as_nanos() as u64),
         }
+    }
+
+    /// Whether this clock follows real time: moka's own expiry, which frees dead entries,
+    /// runs on real time and must not drop an entry a paused clock still serves.
+    pub(crate) fn is_real_time(&self) -> bool {
+        matches!(self.source, Source::System(_))
     }
 
     /// The precise time, for measuring how long a recompute took.

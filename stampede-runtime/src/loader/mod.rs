@@ -250,7 +250,7 @@ where
         };
         let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
         let inner = Arc::new_cyclic(|me| Inner {
-            store: MemoryStore::new(&policy),
+            store: MemoryStore::new(&policy, clock.is_real_time()),
             known_errors,
             policy,
             gate,

@@ -33,16 +33,22 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(policy: &Policy) -> Self {
+    /// `real_time`: the cache's clock follows real time, as moka's expiry does. Under a
+    /// clock tests pause, moka's expiry would drop entries the cache still deems fresh,
+    /// so there only `capacity` bounds memory.
+    pub(crate) fn new(policy: &Policy, real_time: bool) -> Self {
         let longest_fresh = policy.fresh().mul_f64(1.0 + policy.jitter());
         let after_fresh = policy
             .stale()
             .max(policy.stale_if_error().unwrap_or_default());
+        let builder = moka::sync::Cache::builder().max_capacity(policy.capacity());
+        let builder = if real_time {
+            builder.time_to_live(longest_fresh.saturating_add(after_fresh).min(CENTURY))
+        } else {
+            builder
+        };
         MemoryStore {
-            entries: moka::sync::Cache::builder()
-                .max_capacity(policy.capacity())
-                .time_to_live(longest_fresh.saturating_add(after_fresh).min(CENTURY))
-                .build_with_hasher(seeded_hasher()),
+            entries: builder.build_with_hasher(seeded_hasher()),
         }
     }
 
