@@ -58,8 +58,8 @@ where
     type Output = T;
 
     /// Never inlined: a load's locals would otherwise widen the stack frame of the
-    /// function's own poll, which every fresh hit runs (measured: two stack probes, four
-    /// instructions a hit).
+    /// function's own poll, which every fresh hit runs (measured: a 9 KB frame, two stack
+    /// probes; with the single suspended state, 19 instructions a hit).
     #[inline(never)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         match self.project() {
