@@ -36,14 +36,7 @@ pub fn dispatch(args: impl Iterator<Item = String>) -> Option<ExitCode> {
     args.remove(flag);
     Some(match parse(args.into_iter()) {
         Ok(settings) => run(&settings),
-        Err(message) if message.is_empty() => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("herd --flush: {message}\n{USAGE}");
-            ExitCode::from(2)
-        }
+        Err(message) => super::refused("herd --flush", USAGE, &message),
     })
 }
 

@@ -77,6 +77,17 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     Ok(settings)
 }
 
+/// What a mode's flags that did not parse come to: its usage when they asked for it (an
+/// empty message, from `--help`), else the message and the usage, as an error.
+fn refused(mode: &str, usage: &str, message: &str) -> ExitCode {
+    if message.is_empty() {
+        println!("{usage}");
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("{mode}: {message}\n{usage}");
+    ExitCode::from(2)
+}
+
 /// A flag's value as a whole number above zero, or the message that says it is not.
 fn whole_number(flag: &str, value: &str, what: &str) -> Result<u64, String> {
     match value.parse::<u64>() {
@@ -298,14 +309,7 @@ fn main() -> ExitCode {
     }
     let settings = match parse(std::env::args().skip(1)) {
         Ok(settings) => settings,
-        Err(message) => {
-            if message.is_empty() {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            eprintln!("herd: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(message) => return refused("herd", USAGE, &message),
     };
     let runtime = match tokio_runtime() {
         Ok(runtime) => runtime,
