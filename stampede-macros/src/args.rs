@@ -410,6 +410,14 @@ fn boolean(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<bool> {
     }
 }
 
+/// The `name = value` settings inside an option's parentheses (`xfetch(beta = 1.0)`); a
+/// list that does not parse is reported, and the option dropped.
+fn sub_options(tokens: TokenStream, cx: &mut Ctxt) -> Option<Punctuated<RawOption, Token![,]>> {
+    let parsed =
+        syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, tokens);
+    parsed.map_err(|error| cx.push(error)).ok()
+}
+
 fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
     let tokens = match value {
         RawValue::Flag => return Some(1.0),
@@ -419,15 +427,7 @@ fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
             return None;
         }
     };
-    let parsed =
-        syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, tokens);
-    let options = match parsed {
-        Ok(options) => options,
-        Err(error) => {
-            cx.push(error);
-            return None;
-        }
-    };
+    let options = sub_options(tokens, cx)?;
     let mut beta = None;
     for option in options {
         if option.name != "beta" {
@@ -466,15 +466,7 @@ fn cache_errors(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<CacheErr
         cx.error(name, HELP);
         return None;
     };
-    let parsed =
-        syn::parse::Parser::parse2(Punctuated::<RawOption, Token![,]>::parse_terminated, tokens);
-    let options = match parsed {
-        Ok(options) => options,
-        Err(error) => {
-            cx.push(error);
-            return None;
-        }
-    };
+    let options = sub_options(tokens, cx)?;
     // Each setting: `None` when missing, `Some(None)` when written wrong (already reported).
     let (mut keep, mut ttl) = (None, None);
     for option in options {
