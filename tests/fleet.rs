@@ -68,6 +68,17 @@ impl Origin {
         }))
         .await
     }
+
+    /// Key 1 loaded as `value` read at source `version`, at once.
+    async fn versioned(
+        &self,
+        cache: &Cache<u64, Versioned, AppError>,
+        value: &str,
+        version: u64,
+    ) -> Result<Versioned, AppError> {
+        let value = (value.to_owned(), version);
+        self.load(cache, 1, Duration::ZERO, value).await
+    }
 }
 
 /// `callers` tasks on every cache, all loading `key` at once.
@@ -505,30 +516,37 @@ async fn invalidations_out_of_order_never_bring_old_data_back() {
         versioned(&other, "fleet-versions"),
     );
     let origin = Origin::default();
-    let load = |cache: &Cache<u64, Versioned, AppError>, value: &str, version| {
-        let (cache, origin, value) = (cache.clone(), origin.clone(), value.to_owned());
-        async move {
-            origin
-                .load(&cache, 1, Duration::ZERO, (value, version))
-                .await
-        }
-    };
-    assert_eq!(load(&reader, "v42", 42).await, Ok(("v42".into(), 42)));
+    assert_eq!(
+        origin.versioned(&reader, "v42", 42).await,
+        Ok(("v42".into(), 42))
+    );
     // A delayed invalidation for a change the value already reflects changes nothing.
     bounded(writer.invalidate_at(&1, 41)).await.unwrap();
     bounded(writer.invalidate_at(&1, 42)).await.unwrap();
-    assert_eq!(load(&reader, "x", 0).await, Ok(("v42".into(), 42)));
+    assert_eq!(
+        origin.versioned(&reader, "x", 0).await,
+        Ok(("v42".into(), 42))
+    );
     assert_eq!(origin.calls(), 1);
     // Version 44 arrives before 43: 44 invalidates, 43 is late.
     bounded(writer.invalidate_at(&1, 44)).await.unwrap();
     bounded(writer.invalidate_at(&1, 43)).await.unwrap();
     // A load from a lagging read replica, still at 43: answered, not stored.
-    assert_eq!(load(&reader, "v43", 43).await, Ok(("v43".into(), 43)));
+    assert_eq!(
+        origin.versioned(&reader, "v43", 43).await,
+        Ok(("v43".into(), 43))
+    );
     assert_eq!(reader.stats().publish_refused, 1);
     assert_eq!(origin.calls(), 2);
     // The next load reads the source as of 44 and stays.
-    assert_eq!(load(&writer, "v44", 44).await, Ok(("v44".into(), 44)));
-    assert_eq!(load(&reader, "x", 0).await, Ok(("v44".into(), 44)));
+    assert_eq!(
+        origin.versioned(&writer, "v44", 44).await,
+        Ok(("v44".into(), 44))
+    );
+    assert_eq!(
+        origin.versioned(&reader, "x", 0).await,
+        Ok(("v44".into(), 44))
+    );
     assert_eq!(origin.calls(), 3);
 }
 
@@ -537,16 +555,27 @@ async fn in_memory_invalidations_out_of_order_keep_the_same_rules() {
     let runtime = Runtime::builder().build().unwrap();
     let cache = versioned(&runtime, "memory-versions");
     let origin = Origin::default();
-    let load =
-        |value: &str, version| origin.load(&cache, 1, Duration::ZERO, (value.to_owned(), version));
-    assert_eq!(load("v42", 42).await, Ok(("v42".into(), 42)));
+    assert_eq!(
+        origin.versioned(&cache, "v42", 42).await,
+        Ok(("v42".into(), 42))
+    );
     cache.invalidate_at(&1, 42).await.unwrap();
-    assert_eq!(load("x", 0).await, Ok(("v42".into(), 42)), "late: kept");
+    assert_eq!(
+        origin.versioned(&cache, "x", 0).await,
+        Ok(("v42".into(), 42)),
+        "late: kept"
+    );
     cache.invalidate_at(&1, 44).await.unwrap();
     cache.invalidate_at(&1, 43).await.unwrap();
-    assert_eq!(load("v43", 43).await, Ok(("v43".into(), 43)));
+    assert_eq!(
+        origin.versioned(&cache, "v43", 43).await,
+        Ok(("v43".into(), 43))
+    );
     assert_eq!(cache.peek(&1), None, "read before the newest invalidation");
-    assert_eq!(load("v44", 44).await, Ok(("v44".into(), 44)));
+    assert_eq!(
+        origin.versioned(&cache, "v44", 44).await,
+        Ok(("v44".into(), 44))
+    );
     assert_eq!(cache.peek(&1), Some(("v44".into(), 44)));
     assert_eq!(origin.calls(), 3);
 }
@@ -663,15 +692,10 @@ async fn an_invalidate_at_the_store_cannot_take_is_queued_with_its_version() {
         versioned(&other, "fleet-queued"),
     );
     let origin = Origin::default();
-    let load = |cache: &Cache<u64, Versioned, AppError>, value: &str, version| {
-        let (cache, origin, value) = (cache.clone(), origin.clone(), value.to_owned());
-        async move {
-            origin
-                .load(&cache, 1, Duration::ZERO, (value, version))
-                .await
-        }
-    };
-    assert_eq!(load(&first, "v42", 42).await, Ok(("v42".into(), 42)));
+    assert_eq!(
+        origin.versioned(&first, "v42", 42).await,
+        Ok(("v42".into(), 42))
+    );
     redis.black_hole();
     let refused = bounded(first.invalidate_at(&1, 44)).await.unwrap_err();
     assert!(
@@ -682,10 +706,19 @@ async fn an_invalidate_at_the_store_cannot_take_is_queued_with_its_version() {
     redis.heal();
     eventually(|| one.backend_stats().unwrap().invalidations_queued == 0).await;
     // Replayed with its version: the value is gone and the mark stands at 44.
-    assert_eq!(load(&second, "v43", 43).await, Ok(("v43".into(), 43)));
+    assert_eq!(
+        origin.versioned(&second, "v43", 43).await,
+        Ok(("v43".into(), 43))
+    );
     assert_eq!(second.stats().publish_refused, 1, "older than the mark");
-    assert_eq!(load(&second, "v44", 44).await, Ok(("v44".into(), 44)));
-    assert_eq!(load(&second, "x", 0).await, Ok(("v44".into(), 44)));
+    assert_eq!(
+        origin.versioned(&second, "v44", 44).await,
+        Ok(("v44".into(), 44))
+    );
+    assert_eq!(
+        origin.versioned(&second, "x", 0).await,
+        Ok(("v44".into(), 44))
+    );
     assert_eq!(origin.calls(), 3);
 }
 
