@@ -8,8 +8,10 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
+use std::time::Duration;
 
-/// Forwards `127.0.0.1:<port>` to an upstream address; see [`Proxy::black_hole`].
+/// Forwards `127.0.0.1:<port>` to an upstream address; see [`Proxy::black_hole`] and
+/// [`Proxy::hold_replies`].
 pub struct Proxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -17,8 +19,8 @@ pub struct Proxy {
 
 struct Shared {
     upstream: SocketAddr,
-    /// `true` while bytes are held: every forwarding thread waits here before it writes.
-    held: Mutex<bool>,
+    /// What is held: every forwarding thread waits here before it writes.
+    held: Mutex<Held>,
     healed: Condvar,
     closed: AtomicBool,
     /// Every socket the proxy opened, so dropping it can end the threads blocked in reads.
@@ -32,7 +34,7 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream,
-            held: Mutex::new(false),
+            held: Mutex::new(Held::default()),
             healed: Condvar::new(),
             closed: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
@@ -50,12 +52,25 @@ impl Proxy {
     /// Stops forwarding in both directions; connections stay open and new ones are
     /// accepted, but no byte reaches the other side until [`Proxy::heal`].
     pub fn black_hole(&self) {
-        *self.shared.held.lock().unwrap() = true;
+        self.shared.held.lock().unwrap().both = true;
+    }
+
+    /// Forwards requests but holds every reply until [`Proxy::heal`]: the server does what
+    /// it is asked and the client never hears of it (a reply lost, or late past any
+    /// timeout).
+    pub fn hold_replies(&self) {
+        self.shared.held.lock().unwrap().replies = true;
+    }
+
+    /// Delays every reply by `delay` (`Duration::ZERO` stops delaying): a slow server, or a
+    /// client too busy to read its replies in time.
+    pub fn delay_replies(&self, delay: Duration) {
+        self.shared.held.lock().unwrap().reply_delay = delay;
     }
 
     /// Forwards again, held bytes first.
     pub fn heal(&self) {
-        *self.shared.held.lock().unwrap() = false;
+        *self.shared.held.lock().unwrap() = Held::default();
         self.shared.healed.notify_all();
     }
 
@@ -101,14 +116,34 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             }
         }
         let up = Arc::clone(&shared);
-        thread::spawn(move || forward(client_read, server, up));
+        thread::spawn(move || forward(client_read, server, up, Direction::Request));
         let down = Arc::clone(&shared);
-        thread::spawn(move || forward(server_read, client, down));
+        thread::spawn(move || forward(server_read, client, down, Direction::Reply));
     }
 }
 
-/// Copies `from` to `to`; a chunk read while the proxy is black-holed waits for the heal.
-fn forward(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
+/// What the proxy holds back now.
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    both: bool,
+    replies: bool,
+    reply_delay: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Request,
+    Reply,
+}
+
+impl Held {
+    fn holds(self, direction: Direction) -> bool {
+        self.both || (self.replies && direction == Direction::Reply)
+    }
+}
+
+/// Copies `from` to `to`; a chunk read while its direction is held waits for the heal.
+fn forward(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>, direction: Direction) {
     let mut buffer = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buffer) {
@@ -116,7 +151,18 @@ fn forward(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
             Ok(n) => n,
         };
         let held = shared.held.lock().unwrap();
-        drop(shared.healed.wait_while(held, |held| *held).unwrap());
+        let held = shared
+            .healed
+            .wait_while(held, |held| held.holds(direction))
+            .unwrap();
+        let delay = match direction {
+            Direction::Reply => held.reply_delay,
+            Direction::Request => Duration::ZERO,
+        };
+        drop(held);
+        if !delay.is_zero() {
+            thread::sleep(delay);
+        }
         if shared.closed.load(Ordering::SeqCst) || to.write_all(&buffer[..n]).is_err() {
             break;
         }

@@ -72,6 +72,11 @@ impl RedisServer {
         self.proxy.black_hole();
     }
 
+    /// Lets requests through the proxy but holds the replies; see [`Proxy::hold_replies`].
+    pub fn hold_replies(&self) {
+        self.proxy.hold_replies();
+    }
+
     /// Forwards through the proxy again.
     pub fn heal(&self) {
         self.proxy.heal();
