@@ -250,19 +250,25 @@ async fn corrupt_foreign_or_untimed_bytes_are_a_miss_never_a_panic() {
     let origin = Counted::default();
     assert_eq!(origin.load(&cache, 5, "five").await, Ok("five".into()));
     let key = value_key(&redis, "corrupt");
-    // Garbage without a TTL.
-    redis.cli(&["SET", &key, "not an envelope"]);
+    // Garbage: a counted miss, overwritten.
+    redis.cli(&["SET", &key, "not an envelope", "PX", "60000"]);
     assert_eq!(origin.load(&cache, 5, "fixed").await, Ok("fixed".into()));
     assert_eq!(
         origin.load(&cache, 5, "x").await,
         Ok("fixed".into()),
         "overwritten"
     );
+    // Bytes without a TTL are not ours, whatever they hold: absent, overwritten.
+    redis.cli(&["PERSIST", &key]);
+    assert_eq!(
+        origin.load(&cache, 5, "untimed").await,
+        Ok("untimed".into())
+    );
     // Another type at our key.
     redis.cli(&["DEL", &key]);
     redis.cli(&["LPUSH", &key, "a list"]);
     assert_eq!(origin.load(&cache, 5, "listed").await, Ok("listed".into()));
-    assert_eq!(origin.calls(), 3);
+    assert_eq!(origin.calls(), 4);
     let stats = runtime.backend_stats().unwrap();
     assert!(stats.decode_failures >= 1, "{stats:?}");
 }
@@ -407,7 +413,16 @@ async fn with_redis_killed_every_caller_is_answered_once_per_key_per_replica_the
         replica(Backend::redis(redis.url())),
         replica(Backend::redis(redis.url())),
     ];
-    let caches = replicas.each_ref().map(|runtime| cache(runtime, "outage"));
+    // A value loaded while Redis is unreachable is served from memory for the stale
+    // window (no invalidation can reach it meanwhile): one here.
+    let policy = Policy::builder("outage")
+        .fresh(Duration::from_secs(60))
+        .stale(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let caches = replicas
+        .each_ref()
+        .map(|runtime| Cache::builder(policy.clone()).runtime(runtime).build());
     let origin = Counted::default();
     assert_eq!(origin.load(&caches[0], 0, "warm").await, Ok("warm".into()));
     redis.kill();

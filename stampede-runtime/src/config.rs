@@ -60,8 +60,8 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::stats::{BackendStats, Observed, Stats};
+use crate::store::replica::Remote;
 use crate::store::shared::{BreakerState, StoreError};
-use crate::store::tiered::Remote;
 use backend::{BackendLayer, BackendSettings};
 use error::At;
 use std::collections::{BTreeMap, HashMap};
@@ -463,6 +463,8 @@ impl Runtime {
             hits: stats.hits,
             misses: stats.misses,
             errors: stats.errors,
+            late_answers: stats.late_answers,
+            orphaned_leases_released: stats.orphans_released,
             decode_failures: stats.decode_failures,
             notices_sent: stats.notices_sent,
             notices_received: stats.notices_received,

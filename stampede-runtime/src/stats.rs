@@ -68,6 +68,9 @@ pub struct Stats {
     /// Misses that found another replica loading the key (holding its lease) and waited
     /// for that replica's value instead of calling the origin.
     pub lease_waits: u64,
+    /// Waits cut short: the replica holding the lease had not published for longer than
+    /// the key's recompute time warrants, so this one took the lease over and loaded.
+    pub lease_takeovers: u64,
     /// Loaded values the shared store refused: a newer load took the key's lease, an
     /// invalidation passed, or the value was read at a source version older than one
     /// invalidated since. Their callers still got them; nobody else will.
@@ -78,8 +81,8 @@ pub struct Stats {
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
-/// over every cache of that runtime.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// over every cache of that runtime. `Serialize`, like [`Stats`], for exporting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct BackendStats {
     /// Reads that found an envelope.
@@ -88,6 +91,13 @@ pub struct BackendStats {
     pub misses: u64,
     /// Calls that failed or timed out.
     pub errors: u64,
+    /// Calls that timed out whose answer then came within the grace after the timeout:
+    /// the server is up and answered late (a slow moment, or this process too busy to
+    /// read it in time). They do not count against the circuit breaker.
+    pub late_answers: u64,
+    /// Leases released by their token after the reply that granted them was lost, so no
+    /// replica waited for a lease nobody would publish.
+    pub orphaned_leases_released: u64,
     /// Stored bytes that did not decode (corrupt, another version or type): read as misses.
     pub decode_failures: u64,
     /// Notices this replica sent (publishes, invalidations).
@@ -135,6 +145,7 @@ pub(crate) struct Counters {
     pub(crate) shared_misses: Counter,
     pub(crate) backend_errors: Counter,
     pub(crate) lease_waits: Counter,
+    pub(crate) lease_takeovers: Counter,
     pub(crate) publish_refused: Counter,
     pub(crate) error_hits: Counter,
 }
@@ -162,6 +173,7 @@ impl Counters {
             shared_misses: self.shared_misses.get(),
             backend_errors: self.backend_errors.get(),
             lease_waits: self.lease_waits.get(),
+            lease_takeovers: self.lease_takeovers.get(),
             publish_refused: self.publish_refused.get(),
             error_hits: self.error_hits.get(),
         }

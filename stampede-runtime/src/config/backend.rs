@@ -187,6 +187,10 @@ backend_settings! {
     breaker_cooldown: Duration, parse "values::duration" = Duration::from_secs(1), check positive;
     /// The largest encoded value written to a shared store (default 8 MiB).
     max_value_bytes: u64, parse "values::count" = 8 * 1024 * 1024, check |key, n| at_least_one(key, *n);
+    /// How long a value loaded while the shared store cannot be read stays servable in
+    /// this replica's memory, where no invalidation from another replica can reach it
+    /// (default: each cache's stale window).
+    degraded_ttl: Option<Duration>, parse "values::some_duration" = None, check |_, _| Ok(());
 }
 
 fn positive(key: &str, duration: &Duration) -> Result<(), String> {

@@ -11,6 +11,13 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(
     deserializer.deserialize_str(DurationVisitor).map(Some)
 }
 
+/// [`duration`] for a setting whose absence has a meaning of its own.
+pub(crate) fn some_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<Duration>>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
 struct DurationVisitor;
 
 impl Visitor<'_> for DurationVisitor {

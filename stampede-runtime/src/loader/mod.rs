@@ -492,9 +492,13 @@ where
     /// above the version of the value held.
     fn raise_mark(&self, key: &K, version: u64) -> bool {
         let held = self.store.get(key).and_then(|held| held.source_version);
-        let marks = self
-            .marks
-            .get_or_init(|| moka::sync::Cache::builder().time_to_live(MARK_KEEP).build());
+        let marks = self.marks.get_or_init(|| {
+            // Bounded like the values: a mark outlives a value of its key, not the cache.
+            moka::sync::Cache::builder()
+                .max_capacity(self.policy.capacity())
+                .time_to_live(MARK_KEEP)
+                .build()
+        });
         let mut above = true;
         marks.entry(key.clone()).and_upsert_with(|mark| match mark {
             Some(mark) if *mark.value() > version => {

@@ -85,7 +85,7 @@ where
         // Nobody waits for a background refresh, so it runs outside the flights its caller
         // leads: an origin it calls may wait for them without forming a cycle.
         let current = Purpose::Refresh {
-            current: current.value.clone(),
+            current: current.clone(),
             early,
         };
         let refresh = run_detached(inner.clone(), key, leader, origin, current);
@@ -115,7 +115,7 @@ where
             inner.counters.early_refreshes.bump();
         }
         let purpose = Purpose::Refresh {
-            current: current.value.clone(),
+            current: current.clone(),
             early,
         };
         let refresh = inner.run_inline(key, leader, origin, purpose);
@@ -251,7 +251,7 @@ pub(super) enum Purpose<V> {
     Miss { detached: bool },
     /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
     /// meanwhile.
-    Refresh { current: V, early: bool },
+    Refresh { current: Envelope<V>, early: bool },
 }
 
 /// What an origin call came to: its result, or a panic a detached flight caught.

@@ -11,6 +11,7 @@
 //! A refresh takes the lease without waiting: when another replica holds it, the value
 //! being refreshed stays the answer.
 use super::modes::{within_leader, Called, Purpose};
+use super::shared::Standing;
 use super::*;
 use crate::store::shared::LeaseFor;
 
@@ -91,82 +92,87 @@ where
     /// an origin call (a fresh value another replica stored; the value a refresh would
     /// replace while another replica refreshes it). A stale value in the store answers a
     /// detached miss's callers at once (`leader` is then taken and settled) and is
-    /// refreshed through the lease.
+    /// refreshed through the lease; so is a fresh one XFetch draws early, on a backend
+    /// that keeps no memory copy to draw on.
     async fn consult_shared(
         &self,
         key: &K,
         leader: &mut Option<SharedLeader<K, V, E>>,
         purpose: Purpose<V>,
-    ) -> Ahead<V, E> {
-        match purpose {
-            Purpose::Refresh { current, early } => {
-                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
-                if found.as_ref().and_then(Found::held_by).is_some() {
-                    // Another replica is refreshing it: keep serving this value.
-                    tracing::Span::current().record("outcome", "refreshing elsewhere");
-                    return Ahead::Answered(self.settle(leader.take(), Ok(current), None));
-                }
-                // Past its freshness, any fresh value in the store is newer: another
-                // replica refreshed it already. (Before it, an XFetch refresh cannot tell
-                // its own value there from a newer one, and refreshes.)
-                if !early {
-                    if let Some(newer) = self.fresh_in(&mut found) {
-                        let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
-                        return Ahead::Answered(answer);
-                    }
-                }
-                Ahead::Load {
-                    found,
-                    stand_in: None,
-                }
-            }
+    ) -> Ahead<K, V, E> {
+        let (current, early, from_store) = match purpose {
+            Purpose::Refresh { current, early } => (current, early, false),
             Purpose::Miss { detached } => {
-                let mut found = self.find_shared(key, LeaseFor::Miss).await;
+                let mut found = self.find_shared(key, LeaseFor::Miss, None).await;
                 let now = self.clock.now();
                 let servable = (found.as_mut()).and_then(|found| {
                     found
                         .envelope
                         .take_if(|stored| stored.state(now) != State::Expired)
                 });
-                let stored = match servable {
-                    None => {
-                        return Ahead::Load {
-                            found,
-                            stand_in: None,
-                        }
-                    }
-                    Some(stored) if stored.state(now) == State::Fresh => {
-                        let answer = self.take_shared(key, leader.take(), found.as_ref(), stored);
+                let Some(stored) = servable else {
+                    return Ahead::Load {
+                        found,
+                        stand_in: None,
+                    };
+                };
+                let early = if stored.state(now) == State::Fresh {
+                    let early = self.draws_early_from_store(&stored, now);
+                    let answer =
+                        self.take_shared(key, leader.take(), found.as_ref(), stored.clone());
+                    if !early {
                         return Ahead::Answered(answer);
                     }
-                    Some(stale) => stale,
+                    self.counters.early_refreshes.bump();
+                    true
+                } else {
+                    // Stale in the store: its callers get it at once when they need not
+                    // wait for this task (detached).
+                    self.count_stale(&stored, now);
+                    if detached {
+                        let value = Ok(stored.value.clone());
+                        let copy =
+                            self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Shared);
+                        // Answered: the waiters have their value.
+                        let _ = self.settle(leader.take(), value, copy);
+                    }
+                    false
                 };
-                // Stale in the store: one refresh for the fleet, through the lease; its
-                // callers get the stale value at once when they need not wait for this
-                // task (detached).
-                self.count_stale(&stored, now);
-                if detached {
-                    let value = Ok(stored.value.clone());
-                    let copy = self.memory_copy(key, found.as_ref(), stored.clone());
-                    // Answered: the waiters have their value.
-                    let _ = self.settle(leader.take(), value, copy);
-                }
-                drop(found);
-                let mut found = self.find_shared(key, LeaseFor::Refresh).await;
-                if found.as_ref().and_then(Found::held_by).is_some() {
-                    tracing::Span::current().record("outcome", "refreshing elsewhere");
-                    return Ahead::Answered(self.settle(leader.take(), Ok(stored.value), None));
-                }
-                if let Some(newer) = self.fresh_in(&mut found) {
-                    let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
-                    return Ahead::Answered(answer);
-                }
-                Ahead::Load {
-                    found,
-                    stand_in: Some(stored),
-                }
+                (stored, early, true)
+            }
+        };
+        // One refresh for the fleet, through the lease.
+        let refreshing_elsewhere = |leader: &mut Option<SharedLeader<K, V, E>>,
+                                    current: Envelope<V>| {
+            tracing::Span::current().record("outcome", "refreshing elsewhere");
+            Ahead::Answered(self.settle(leader.take(), Ok(current.value), None))
+        };
+        let Ok(quiet) = self.left_to_holder(key) else {
+            return refreshing_elsewhere(leader, current);
+        };
+        let mut found = self.find_shared(key, LeaseFor::Refresh, quiet).await;
+        if let Some((found, holder)) = found.as_ref().and_then(|f| Some((f, f.holder()?))) {
+            self.leave_refresh(found, holder, &current);
+            return refreshing_elsewhere(leader, current);
+        }
+        // Past its freshness, any fresh value in the store is newer: another replica
+        // refreshed it already. (Before it, an XFetch refresh cannot tell its own value
+        // there from a newer one, and refreshes.)
+        if !early {
+            if let Some(newer) = self.fresh_in(&mut found) {
+                let answer = self.take_shared(key, leader.take(), found.as_ref(), newer);
+                return Ahead::Answered(answer);
             }
         }
+        // A value found in the store answers the miss if its refresh fails.
+        let stand_in = from_store.then_some(current);
+        Ahead::Load { found, stand_in }
+    }
+
+    /// XFetch's draw for a fresh value read from the store, on a backend whose memory
+    /// holds no copy for a hit to draw on (redis).
+    fn draws_early_from_store(&self, stored: &Envelope<V>, now: Instant) -> bool {
+        self.tier().is_some_and(|tier| !tier.keeps_memory) && self.refresh_early(stored, now)
     }
 
     /// A permit of the cache's admission semaphore (none needed without one), or the error
@@ -257,7 +263,7 @@ where
         leader: Option<SharedLeader<K, V, E>>,
         result: Result<V, E>,
         delta: f64,
-        mut found: Option<Found<V>>,
+        mut found: Option<Found<K, V>>,
         stand_in: Option<Envelope<V>>,
     ) -> (Result<V, E>, &'static str) {
         let now = self.clock.now();
@@ -333,7 +339,7 @@ where
         };
         let store = |key: K| {
             let Some(envelope) = envelope else { return };
-            if self.below_mark(&key, &envelope) {
+            if self.below_mark(&key, &envelope) || self.older_than_held(&key, &envelope) {
                 return;
             }
             // A value supersedes an error negative caching kept for its key.
@@ -344,8 +350,19 @@ where
         shared
     }
 
+    /// Whether memory holds a value of `key` read at a newer source version than
+    /// `envelope`'s: two loads that crossed, the older one finishing last.
+    fn older_than_held(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let Some(version) = envelope.source_version else {
+            return false;
+        };
+        (self.store.get_shared(key))
+            .and_then(|held| held.source_version)
+            .is_some_and(|held| held > version)
+    }
+
     /// The fresh value `found` holds, taken out of it.
-    fn fresh_in(&self, found: &mut Option<Found<V>>) -> Option<Envelope<V>> {
+    fn fresh_in(&self, found: &mut Option<Found<K, V>>) -> Option<Envelope<V>> {
         let now = self.clock.now();
         let found = found.as_mut()?;
         found
@@ -359,11 +376,11 @@ where
         &self,
         key: &K,
         leader: Option<SharedLeader<K, V, E>>,
-        found: Option<&Found<V>>,
+        found: Option<&Found<K, V>>,
         stored: Envelope<V>,
     ) -> Result<V, E> {
         let value = Ok(stored.value.clone());
-        let copy = self.memory_copy(key, found, stored);
+        let copy = self.memory_copy(key, found, stored, Standing::Shared);
         tracing::Span::current().record("outcome", "shared");
         self.settle(leader, value, copy)
     }
@@ -424,13 +441,13 @@ where
 /// What the shared store said before the origin.
 // One per load, moved once and never stored: boxing `Load` would only add an allocation.
 #[allow(clippy::large_enum_variant)]
-enum Ahead<V, E> {
+enum Ahead<K, V, E> {
     /// Answered without calling the origin.
     Answered(Result<V, E>),
-    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a stale
-    /// value from the store, the answer if the load ends without one of its own.
+    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a value
+    /// from the store, the answer if the load ends without one of its own.
     Load {
-        found: Option<Found<V>>,
+        found: Option<Found<K, V>>,
         stand_in: Option<Envelope<V>>,
     },
 }

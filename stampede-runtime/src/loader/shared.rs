@@ -3,7 +3,8 @@
 //! under the lease's fence, what memory keeps, invalidating, and the notice listener that
 //! keeps memory copies in line with the store.
 use super::*;
-use crate::store::shared::{Invalidated, Lease, LeaseFor, LeaseRequest, Published, Wake};
+use crate::store::shared::{Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Wake};
+use crate::store::tiered::Wrote;
 
 impl<K, V, E> Inner<K, V, E>
 where
@@ -20,7 +21,7 @@ where
             return tier.as_ref();
         }
         // Outside Tokio the store cannot run: memory only, until a load inside one.
-        let tokio = tokio::runtime::Handle::try_current().ok()?;
+        tokio::runtime::Handle::try_current().ok()?;
         let tier = side.tier.get_or_init(|| {
             let remote = side.runtime.remote()?.clone();
             let events = remote.store().events();
@@ -32,45 +33,87 @@ where
                 side.keeps_memory,
                 self.policy.capacity(),
             ));
-            drop(tokio.spawn(listen(self.me.clone(), events)));
+            // On the store's thread, so it outlives the runtime that first connected.
+            crate::store::background::spawn(listen(self.me.clone(), events));
             Some(tier)
         });
         tier.as_ref()
     }
 
     /// What the shared store holds for `key`, counted, with the key's lease when `purpose`
-    /// asks for it and nobody holds it.
+    /// asks for it and nobody holds it. The load is registered with the tier from before
+    /// the first read until `Found` is dropped, so a notice from another replica that
+    /// outdates it detaches it, even one that arrives while the read is on its way.
     ///
     /// A miss whose lease another replica holds waits for that replica's notice (a value
     /// stored, an invalidation, the lease given back), registered before it reads again so
-    /// a notice between the two is not missed, and never longer than the lease has left:
-    /// then it reads again, and takes the lease if its holder died. A refresh never waits.
+    /// a notice between the two is not missed. It defers to the holder only while the
+    /// holder shows signs of life (see [`Inner::quiet_after`]) and never longer than its
+    /// own lease: each read asks the store to take the lease over past either (fenced, so
+    /// the old holder's late publish is refused). A refresh never waits: `held_after` says
+    /// when it may take a live holder's lease over (the stale window ending).
     /// An uncoalesced cache takes no lease.
-    pub(super) async fn find_shared(&self, key: &K, purpose: LeaseFor) -> Option<Found<V>> {
+    pub(super) async fn find_shared(
+        &self,
+        key: &K,
+        purpose: LeaseFor,
+        held_after: Option<Duration>,
+    ) -> Option<Found<K, V>> {
         let tier = self.tier()?;
         let entry = tier.address(key)?;
+        let watching = tier.loading(&entry, key);
         // Without coalescing every miss calls the origin, on every replica alike.
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
-        let lease = takes_lease.then(|| LeaseRequest {
-            purpose,
-            ttl: self.policy.lease(),
-        });
-        let read = |entry| tier.find(entry, lease, self.clock.now(), self.next_generation());
-        let mut found = read(entry).await;
-        if purpose == LeaseFor::Miss && lease.is_some() {
+        let token = LeaseToken::new();
+        let own_lease = self.policy.lease();
+        let mut recompute = self.store.get_shared(key).map(|held| seconds(held.delta));
+        let request = |recompute| {
+            takes_lease.then(|| LeaseRequest {
+                purpose,
+                ttl: own_lease,
+                token,
+                quiet_after: Some(self.quiet_after(recompute)),
+                held_after: Some(held_after.unwrap_or(own_lease).min(own_lease)),
+                recompute,
+            })
+        };
+        let read = |entry, recompute, watching| {
+            let lease = request(recompute);
+            tier.find(
+                entry,
+                lease,
+                self.clock.now(),
+                self.next_generation(),
+                watching,
+            )
+        };
+        let mut found = read(entry, recompute, watching).await;
+        if purpose == LeaseFor::Miss && takes_lease {
             let (mut waited, mut rereads) = (false, 0);
             loop {
-                if found.held_by().is_some() {
+                recompute = recompute
+                    .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
+                    .max(found.holder().and_then(|holder| holder.recompute));
+                if found.holder().is_some() {
                     if !waited {
                         self.counters.lease_waits.bump();
                         waited = true;
                     }
+                    let quiet = self.quiet_after(recompute);
                     let wake = tier.watch(&found.key);
-                    found = read(found.key).await;
-                    if let Some(remaining) = found.held_by() {
-                        wait_for_notice(wake, remaining).await;
+                    let Found { key, watching, .. } = found;
+                    found = read(key, recompute, watching).await;
+                    if let Some(holder) = found.holder() {
+                        // Until a notice, the holder goes quiet, or this wait is overdue.
+                        let wait = (holder.remaining)
+                            .min(quiet.saturating_sub(holder.silent_for))
+                            .min(own_lease.saturating_sub(holder.held_for));
+                        wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT)).await;
                     }
                     continue;
+                }
+                if waited && found.took_over() {
+                    self.counters.lease_takeovers.bump();
                 }
                 // The store found its value servable by the server's clock, so it granted
                 // no lease; by this cache's clock, a moment later, the value has expired.
@@ -87,7 +130,8 @@ where
                 if expired_unleased && rereads < EXPIRED_REREADS {
                     rereads += 1;
                     tokio::time::sleep(Duration::from_millis(1)).await;
-                    found = read(found.key).await;
+                    let Found { key, watching, .. } = found;
+                    found = read(key, recompute, watching).await;
                     continue;
                 }
                 break;
@@ -99,63 +143,134 @@ where
             (None, _, _) => self.counters.backend_errors.bump(),
             // A refresh's callers were counted where they were served; a stale value a
             // miss finds is counted when it is served.
-            (Some(_), LeaseFor::Refresh, _) | (Some(_), LeaseFor::Miss, Some(State::Stale)) => {}
+            (Some(_), LeaseFor::Refresh | LeaseFor::Force, _)
+            | (Some(_), LeaseFor::Miss, Some(State::Stale)) => {}
             (Some(_), LeaseFor::Miss, Some(State::Fresh)) => self.counters.shared_hits.bump(),
             (Some(_), LeaseFor::Miss, _) => self.counters.shared_misses.bump(),
         }
         Some(found)
     }
 
+    /// How long a lease's holder may go without a sign of life before this cache takes
+    /// the lease over: twice the key's last recompute time plus [`QUIET_MARGIN`] (a holder
+    /// that fast never beats, it publishes), between [`QUIET_FLOOR`] and three missed
+    /// beats, and never longer than its own lease.
+    pub(super) fn quiet_after(&self, recompute: Option<Duration>) -> Duration {
+        let silent = recompute.map_or(QUIET_CEILING, |recompute| {
+            (recompute * 2 + QUIET_MARGIN).clamp(QUIET_FLOOR, QUIET_CEILING)
+        });
+        silent.min(self.policy.lease())
+    }
+
+    /// Before a refresh reads the store: whether the replica holding the key's lease is
+    /// left to refresh it for now (this replica served the stale value without asking),
+    /// else how long that holder may have held the lease before this refresh takes it
+    /// over whatever its signs of life.
+    pub(super) fn left_to_holder(&self, key: &K) -> Result<Option<Duration>, ()> {
+        let (Some(tier), now) = (self.tier(), self.clock.now()) else {
+            return Ok(None);
+        };
+        let Some(entry) = tier.address(key) else {
+            return Ok(None);
+        };
+        match tier.held_elsewhere(&entry) {
+            Some((until, _)) if now < until => Err(()),
+            Some((_, held_after)) => Ok(Some(held_after)),
+            None => Ok(None),
+        }
+    }
+
+    /// A refresh found the lease held by `holder`: this replica leaves the refresh to it
+    /// until it goes quiet or, whatever its signs of life, until a refresh of this
+    /// replica's could only just finish before the value being refreshed (`current`) stops
+    /// being servable: the stale window is never turned into misses by a lease held
+    /// elsewhere, whatever the lease's length.
+    pub(super) fn leave_refresh(&self, found: &Found<K, V>, holder: Holder, current: &Envelope<V>) {
+        let Some(tier) = self.tier() else { return };
+        let now = self.clock.now();
+        let recompute = Some(seconds(current.delta)).max(holder.recompute);
+        let until_quiet = self
+            .quiet_after(recompute)
+            .saturating_sub(holder.silent_for);
+        let last_start = current
+            .stale_until
+            .saturating_duration_since(now)
+            .saturating_sub(recompute.unwrap_or_default() * 2 + QUIET_MARGIN);
+        let wait = until_quiet.min(last_start);
+        tier.leave_to_holder(&found.key, now + wait, holder.held_for + last_start);
+    }
+
     /// Publishes a new value to the shared store (a fallback stays local), and returns
-    /// what memory keeps of it: everything on the memory backend; on a shared one, a
-    /// tiered copy, or the value loaded while the store was unreachable (degraded); nothing
-    /// when the store refused it because an invalidation raised the fence meanwhile.
-    /// A refused publish is counted (`publish_refused`).
+    /// what memory keeps of it (see [`Inner::memory_copy`]). A refused publish is counted
+    /// (`publish_refused`).
     pub(super) async fn write_shared(
         &self,
         key: &K,
-        mut found: Option<&mut Found<V>>,
+        mut found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
         now: Instant,
     ) -> Option<Envelope<V>> {
-        if let (Some(tier), Some(found)) = (self.tier(), found.as_deref_mut()) {
-            if let (Some(read), false) = (&found.read, envelope.rearmed) {
-                let lease = found.lease.take();
-                match tier.publish(&found.key, read, lease, &envelope, now).await {
-                    Some(Published::RefusedByFence | Published::RefusedBySourceVersion) => {
+        let standing = match (self.tier(), found.as_deref_mut()) {
+            (Some(tier), Some(found)) if !envelope.rearmed => {
+                match tier.publish(found, &envelope, now).await {
+                    Wrote::Stored => Standing::Shared,
+                    Wrote::Refused => {
                         self.counters.publish_refused.bump();
                         return None;
                     }
-                    Some(Published::Stored | Published::AlreadyExpired) | None => {}
+                    Wrote::Unconfirmed => Standing::Unheard,
+                    Wrote::TooLarge => Standing::Own,
                 }
             }
-        }
-        self.memory_copy(key, found.as_deref(), envelope)
+            _ => Standing::Shared,
+        };
+        self.memory_copy(key, found.as_deref(), envelope, standing)
     }
 
-    /// What memory keeps of a value on this cache's backend (see [`Inner::write_shared`]).
+    /// What memory keeps of a value on this cache's backend: everything on the memory
+    /// backend; on a shared one, a tiered copy of what the store holds, a copy of a value
+    /// the store cannot hold (too large), and a copy of a value loaded or written while
+    /// the store could not be reached, served only for the degraded bound
+    /// (`degraded_ttl`, by default the stale window): no invalidation may reach it.
     pub(super) fn memory_copy(
         &self,
         key: &K,
-        found: Option<&Found<V>>,
+        found: Option<&Found<K, V>>,
         envelope: Envelope<V>,
+        standing: Standing,
     ) -> Option<Envelope<V>> {
         let (Some(tier), Some(found)) = (self.tier(), found) else {
             return Some(envelope);
         };
-        let degraded = found.read.is_none();
-        if !(tier.keeps_memory || degraded) {
-            return None;
-        }
-        tier.copied(&found.key, key);
+        let standing = match standing {
+            _ if found.read.is_none() => Standing::Unheard,
+            _ if found.too_large => Standing::Own,
+            standing => standing,
+        };
+        let envelope = match standing {
+            Standing::Shared if !tier.keeps_memory => return None,
+            Standing::Shared | Standing::Own => envelope,
+            Standing::Unheard => self.degraded(envelope, tier),
+        };
+        let fence = found.read.as_ref().map_or(0, |read| read.fence);
+        tier.copied(&found.key, key, fence);
         Some(envelope)
+    }
+
+    /// `envelope`, servable no longer than the degraded bound from now.
+    fn degraded(&self, mut envelope: Envelope<V>, tier: &Tier<K, V>) -> Envelope<V> {
+        let bound = tier.remote.degraded_ttl.unwrap_or(self.policy.stale());
+        let until = self.clock.now() + bound;
+        envelope.stale_until = envelope.stale_until.min(until);
+        envelope.fresh_until = envelope.fresh_until.min(envelope.stale_until);
+        envelope
     }
 
     /// The value the shared store held, when `stale_if_error` lets it stand in for a
     /// failing origin (the redis backend keeps no memory to fall back on).
     pub(super) fn shared_fallback(
         &self,
-        found: Option<&mut Found<V>>,
+        found: Option<&mut Found<K, V>>,
         now: Instant,
     ) -> Option<Envelope<V>> {
         self.policy.stale_if_error()?;
@@ -190,31 +305,65 @@ where
         let entry = tier.entry_key(key).map_err(|error| {
             backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
         })?;
-        tier.noticed(entry.value());
+        tier.forget(&entry);
         tier.remote.invalidate(entry).await.map_err(|error| {
             backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
         })
     }
 }
 
-/// Until a notice for the key, or for at most `remaining` (the lease's time left). A
-/// subscription that is down cannot bring the notice: the key is read again soon instead,
-/// still never later than the lease allows.
-async fn wait_for_notice(wake: tokio::sync::oneshot::Receiver<Wake>, remaining: Duration) {
-    match tokio::time::timeout(remaining, wake).await {
-        Ok(Ok(Wake::Notice(_))) | Err(_) => {}
-        Ok(Ok(Wake::SubscriptionLost) | Err(_)) => {
-            tokio::time::sleep(remaining.min(UNHEARD_RECHECK)).await;
+/// Until a notice for the key, or for at most `wait`. A subscription that is down (not up
+/// yet at start-up, or dropped) cannot bring the notice: the waiter waits for it to come
+/// up instead, then reads again at once.
+async fn wait_for_notice(
+    wake: tokio::sync::oneshot::Receiver<Wake>,
+    mut subscription: tokio::sync::watch::Receiver<bool>,
+    wait: Duration,
+) {
+    let woken = async {
+        match wake.await {
+            Ok(Wake::Notice(_)) => {}
+            Ok(Wake::SubscriptionLost) | Err(_) => {
+                let _ = subscription.wait_for(|up| *up).await;
+            }
         }
-    }
+    };
+    let _ = tokio::time::timeout(wait, woken).await;
 }
 
 /// How often a miss reads again when the store's value expired between the store's clock
 /// and this cache's: a few milliseconds of disagreement at most.
 const EXPIRED_REREADS: u32 = 3;
 
-/// While notices cannot arrive, how often a waiting miss reads its key again.
-const UNHEARD_RECHECK: Duration = Duration::from_millis(100);
+/// The shortest wait between two reads of a key whose lease another replica holds.
+const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// Beyond twice its recompute time, how long a lease's holder may take to publish (two
+/// Redis round trips and a busy moment) before a waiter takes the lease over.
+const QUIET_MARGIN: Duration = Duration::from_millis(100);
+
+/// The least silence a waiter takes for a holder gone quiet, whatever the recompute time:
+/// two beats.
+const QUIET_FLOOR: Duration = Duration::from_millis(200);
+
+/// The most: three beats missed.
+const QUIET_CEILING: Duration = Duration::from_millis(300);
+
+/// What memory may keep of a loaded value, by what the shared store holds of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// The store holds it (or it was read from there).
+    Shared,
+    /// The store cannot hold it (too large); notices still reach the copy.
+    Own,
+    /// The store could not be read or did not answer: an invalidation may not reach it.
+    Unheard,
+}
+
+/// A recompute time (XFetch's δ, in seconds) as a duration.
+fn seconds(delta: f64) -> Duration {
+    Duration::try_from_secs_f64(delta).unwrap_or_default()
+}
 
 impl<K, V, E> Inner<K, V, E>
 where
@@ -251,13 +400,13 @@ where
         match tier.remote.invalidate_at(entry.clone(), version).await {
             Ok(Invalidated::Fenced { .. }) => {
                 drop_here();
-                tier.noticed(entry.value());
+                tier.forget(&entry);
                 Ok(())
             }
             Ok(Invalidated::Late) => Ok(()),
             Err(error) => {
                 drop_here();
-                tier.noticed(entry.value());
+                tier.forget(&entry);
                 Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
             }
         }
@@ -281,9 +430,10 @@ where
     }
 }
 
-/// Keeps a cache's memory copies in line with the shared store: a notice from another
-/// replica drops the copy it names; a lost (or lagging) subscription drops every copy, and
-/// so does subscribing again, since notices sent in between were missed.
+/// Keeps a cache's memory copies and running loads in line with the shared store: a
+/// notice from another replica drops the copy it names and detaches a load it outdates; a
+/// lost (or lagging) subscription drops every copy and detaches every load, and so does
+/// subscribing again, since notices sent in between were missed.
 pub(super) async fn listen<K, V, E>(
     inner: Weak<Inner<K, V, E>>,
     mut events: broadcast::Receiver<StoreEvent>,
@@ -305,13 +455,20 @@ pub(super) async fn listen<K, V, E>(
                 if notice.own {
                     continue;
                 }
-                if let Some(key) = tier.noticed(&notice.key) {
+                // Fence first, as a local invalidation does: a load that read before this
+                // write no longer stores, so the copy dropped next cannot come back.
+                if let Some(key) = tier.outdated_by(&notice) {
+                    inner.flights.invalidate(&key);
+                }
+                if let Some(key) = tier.noticed(&notice) {
                     inner.store.invalidate(&key);
                     inner.forget_error(&key);
                 }
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
             | Err(RecvError::Lagged(_)) => {
+                // Fence first: no load running now stores after the copies are gone.
+                inner.flights.invalidate_all();
                 tier.forget_copies();
                 inner.store.invalidate_all();
                 if let Some(known) = &inner.known_errors {

@@ -50,7 +50,7 @@ where
         let leader = inner.flights.start(&key);
         // The lease whatever is stored, as a refresh takes it: the value goes out under
         // the newest fence, past the one this insert just raised.
-        let mut found = inner.find_shared(&key, LeaseFor::Refresh).await;
+        let mut found = inner.find_shared(&key, LeaseFor::Refresh, None).await;
         let now = inner.clock.now();
         let answer = Ok(value.clone());
         let envelope = Envelope::fill(
@@ -106,16 +106,19 @@ where
     V: Clone + Send + Sync + 'static,
     E: Clone + Send + Sync + 'static,
 {
-    /// A load that skips what memory and the shared store hold: its ticket and the shared
-    /// store's fence are taken before the origin is called, so an invalidation while it
-    /// runs keeps its value out.
+    /// A load that skips what memory and the shared store hold. Loads of the key already
+    /// running started before it, so they are fenced out first, here and (by taking the
+    /// key's lease from whoever holds it) on every replica: none can store over what this
+    /// one returns. Its own ticket and fence are taken before the origin is called, so an
+    /// invalidation while it runs keeps its value out.
     async fn reload<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
+        self.flights.invalidate(&key);
         let leader = self.flights.start(&key);
-        let found = self.find_shared(&key, LeaseFor::Refresh).await;
+        let found = self.find_shared(&key, LeaseFor::Force, None).await;
         let permit = match self.admit().await {
             Ok(permit) => permit,
             Err(refusal) => return self.refuse(key, Some(leader), refusal).0,

@@ -62,6 +62,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    // Shapes traced through `Deserialize`, never built.
+    #![allow(dead_code)]
     use super::*;
     use serde::Deserialize;
 
@@ -95,14 +97,12 @@ mod tests {
     }
 
     #[derive(Deserialize)]
-    #[allow(dead_code)]
     enum Status {
         Active { since: u64 },
         Gone,
     }
 
     #[derive(Deserialize)]
-    #[allow(dead_code)]
     enum StatusRenamed {
         Active { since: u64 },
         Deleted,

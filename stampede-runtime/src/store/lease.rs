@@ -1,35 +1,69 @@
 //! A lease this replica holds on one key of the shared store.
 //!
-//! The read script grants it together with a new fence; the publish script consumes it
-//! (the value is stored and the lease deleted in one step). Whatever else ends a load
-//! (the origin failed, the fail-safe answered, the caller or the runtime dropped the
-//! load) gives it back here, so the replicas waiting on the key can take it at once
-//! instead of waiting out its TTL. Giving it back is best effort: without a runtime to
-//! send it on, or when the store does not answer, the lease lapses with its TTL.
+//! The read script grants it, named by this replica's token, together with a new fence;
+//! the publish script ends it (the value is stored, or refused, and the lease deleted in
+//! one step). Whatever else ends a load (the origin failed, the fail-safe answered, the
+//! caller or the runtime dropped the load, the publish got no answer) gives it back here,
+//! so the replicas waiting on the key can take it at once instead of waiting out its TTL.
+//! Giving it back is sent on the store's thread, and owed until the store takes it
+//! ([`Remote::release`]), so it needs no runtime of the caller's and survives an outage.
+//!
+//! While the load runs, the lease beats every [`BEAT`] (a sign of life in the lease), so
+//! replicas waiting on it take it over from a holder gone silent (its grant's reply lost,
+//! its process stalled or dead) after a few missed beats, and never from one whose origin
+//! is merely slow.
+use super::background;
 use super::keys::EntryKey;
-use super::tiered::Remote;
+use super::replica::Remote;
+use super::shared::LeaseToken;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
 
-/// The lease of `key` under `fence`, released when dropped unless a publish took it.
+/// How often a held lease beats. Waiters take over after three silent beats at most.
+pub(crate) const BEAT: Duration = Duration::from_millis(100);
+
+/// The lease of `key` named `token` under `fence`, released when dropped unless a publish
+/// the store answered ended it.
 pub(crate) struct HeldLease {
     remote: Arc<Remote>,
     key: EntryKey,
-    fence: u64,
-    /// Still ours to give back: no publish has taken it.
+    token: LeaseToken,
+    /// Still ours to give back: no publish has ended it.
     armed: bool,
+    /// Beats while the load runs.
+    beating: JoinHandle<()>,
 }
 
 impl HeldLease {
-    pub(crate) fn new(remote: Arc<Remote>, key: EntryKey, fence: u64) -> Self {
+    pub(crate) fn new(remote: Arc<Remote>, key: EntryKey, token: LeaseToken) -> Self {
+        let beating = background::handle().spawn({
+            let (remote, key) = (remote.clone(), key.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(BEAT).await;
+                    // Lost (taken over or lapsed): nothing left to keep alive.
+                    if let Ok(false) = remote.store().beat(&key, token).await {
+                        return;
+                    }
+                }
+            }
+        });
         HeldLease {
             remote,
             key,
-            fence,
+            token,
             armed: true,
+            beating,
         }
     }
 
-    /// A publish ran under this lease: stored or refused, the script dealt with the lease.
+    pub(crate) fn token(&self) -> LeaseToken {
+        self.token
+    }
+
+    /// A publish the store answered ran under this lease: stored or refused, the script
+    /// ended the lease.
     pub(crate) fn published(mut self) {
         self.armed = false;
     }
@@ -37,17 +71,10 @@ impl HeldLease {
 
 impl Drop for HeldLease {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        self.beating.abort();
+        if self.armed {
+            // Only our token releases it: a lease that lapsed and was taken stays.
+            (self.remote).release(self.key.clone(), self.token, false);
         }
-        // Drop cannot wait: the release goes out as a task of the runtime this ran on.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (remote, key, fence) = (self.remote.clone(), self.key.clone(), self.fence);
-        drop(runtime.spawn(async move {
-            // Only our fence releases it: a lease that lapsed and was taken stays.
-            let _ = remote.store().release(&key, fence).await;
-        }));
     }
 }

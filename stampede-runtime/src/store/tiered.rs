@@ -1,282 +1,36 @@
-//! What a cache needs to put its values in the shared store: the replica's connection
-//! ([`Remote`], one per runtime), and per cache the serde codec its types allow
-//! ([`Codec`]) and the bookkeeping of its memory copies ([`Tier`]).
+//! One cache's side of the shared store ([`Tier`]): the serde codec its types allow
+//! ([`Codec`]), what a read found ([`Found`]), and the bookkeeping that keeps this
+//! replica's memory and running loads in line with other replicas' notices.
 //!
-//! Memory copies and the shared store must never disagree for longer than a notice takes:
+//! Memory and the shared store must never disagree for longer than a notice takes:
 //! - a tiered node keeps a copy of what it loaded or read; a notice from another node
 //!   (a publish or an invalidation of that key) drops it, so the next call re-reads;
-//! - a node that lost its subscription may have missed notices: it drops every copy, and
-//!   again once subscribed (copies made in the gap are unconfirmed);
-//! - the redis backend keeps no copies, except while the store is unreachable (degraded:
-//!   memory and in-process coalescing only); those go with the first notice or
-//!   subscription change.
-//!
-//! Invalidations the store could not take wait in [`Remote`]'s queue, one per key, and
-//! are replayed before this replica reads the store again: no replica serves a value from
-//! the store that it was told to drop.
+//! - a load of a key is registered from before its first read to its end; a notice from
+//!   another node naming that key under a fence above the one the load read means the
+//!   load started before a newer write: it is detached, as a local invalidation detaches
+//!   it (its callers get its value, calls after the notice start a new load, and memory
+//!   does not keep it). A notice that arrives while the read is still on its way is
+//!   caught the same way;
+//! - a node that lost its subscription may have missed notices: it drops every copy and
+//!   detaches every load, and again once subscribed;
+//! - the redis backend keeps no copies, except of values loaded while the store could not
+//!   be read (degraded) or too large to share; those obey the same notices, and a
+//!   degraded one is served only for the degraded bound, since an invalidation it could
+//!   not hear may have passed.
 use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
-use super::redis::{RedisConfig, RedisStore};
+use super::replica::Remote;
 use super::shared::{
-    Invalidated, Lease, LeaseRequest, Published, Read, SharedStore, StoreError, Wake,
+    Holder, Lease, LeaseRequest, Notice, NoticeKind, Published, Read, StoreError, Wake,
 };
 use super::wire::{Header, Wire, WireError};
 use crate::clock::Instant;
-use crate::config::backend::BackendSettings;
 use crate::envelope::Envelope;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-/// One replica's shared store: its connections, its wire format and its queue of
-/// invalidations not yet taken.
-pub(crate) struct Remote {
-    store: Arc<dyn SharedStore>,
-    wire: Wire,
-    prefix: String,
-    /// By value key: each key once, however often it was invalidated meanwhile.
-    queued: Mutex<HashMap<String, Queued>>,
-    /// Set while `queued` is not empty: a read checks this, not the mutex.
-    pending: AtomicBool,
-    /// One replay at a time, so no read overtakes a replay in progress.
-    replaying: tokio::sync::Mutex<()>,
-}
-
-impl Remote {
-    /// Connects lazily (only settings Redis cannot use, or no Tokio runtime, fail here)
-    /// and starts replaying queued invalidations in the background, so they reach the
-    /// store soon after it is back even if this replica never reads it again.
-    pub(crate) fn start(settings: &BackendSettings) -> Result<Arc<Self>, StoreError> {
-        let remote = Arc::new(Self::connect(settings)?);
-        let period = settings.breaker_cooldown.min(REPLAY_PERIOD);
-        drop(tokio::spawn(keep_replaying(
-            Arc::downgrade(&remote),
-            period,
-        )));
-        Ok(remote)
-    }
-
-    fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
-        let mut config = match (&settings.url, settings.nodes.as_slice()) {
-            (Some(url), []) => RedisConfig::new(url.clone()),
-            (None, nodes @ [_, ..]) => RedisConfig::cluster(nodes.iter().cloned()),
-            _ => {
-                return Err(StoreError::Backend(
-                    "a shared store needs one Redis url or a list of cluster nodes".into(),
-                ))
-            }
-        };
-        config.prefix = settings.prefix.clone();
-        config.response_timeout = settings.response_timeout;
-        config.connect_timeout = settings.connect_timeout;
-        config.breaker_failures = settings.breaker_failures;
-        config.breaker_cooldown = settings.breaker_cooldown;
-        let store = RedisStore::connect(config)?;
-        let max_value = usize::try_from(settings.max_value_bytes).unwrap_or(usize::MAX);
-        Ok(Self::over(
-            Arc::new(store),
-            Wire::new(max_value),
-            settings.prefix.clone(),
-        ))
-    }
-
-    fn over(store: Arc<dyn SharedStore>, wire: Wire, prefix: String) -> Self {
-        Remote {
-            store,
-            wire,
-            prefix,
-            queued: Mutex::new(HashMap::new()),
-            pending: AtomicBool::new(false),
-            replaying: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    pub(crate) fn store(&self) -> &dyn SharedStore {
-        &*self.store
-    }
-
-    /// A read of `key` (taking its lease, if asked and free), once every queued
-    /// invalidation has been taken.
-    pub(crate) async fn read(
-        &self,
-        key: &EntryKey,
-        lease: Option<LeaseRequest>,
-    ) -> Result<Read, StoreError> {
-        self.replay().await?;
-        self.store.read(key, lease).await
-    }
-
-    /// Raises `key`'s fence and drops its value; when the store cannot take it now, the
-    /// invalidation is queued and the error returned.
-    pub(crate) async fn invalidate(&self, key: EntryKey) -> Result<(), StoreError> {
-        let taken = match self.replay().await {
-            Ok(()) => self.store.invalidate(&key).await.map(drop),
-            Err(error) => Err(error),
-        };
-        if taken.is_err() {
-            self.queue([Queued::plain(key)]);
-        }
-        taken
-    }
-
-    /// [`Remote::invalidate`] for a change at `source_version`: the store decides whether
-    /// it arrived late. When the store cannot take it now, it is queued with its version
-    /// and the error returned.
-    pub(crate) async fn invalidate_at(
-        &self,
-        key: EntryKey,
-        source_version: u64,
-    ) -> Result<Invalidated, StoreError> {
-        let taken = match self.replay().await {
-            Ok(()) => self.store.invalidate_at(&key, source_version).await,
-            Err(error) => Err(error),
-        };
-        if taken.is_err() {
-            self.queue([Queued::at(key, source_version)]);
-        }
-        taken
-    }
-
-    /// Invalidates every entry whose keys match `pattern` (one cache's), each as
-    /// [`Remote::invalidate`] does: its fence raised, so a load running anywhere does not
-    /// store, its value dropped, tiered nodes told. Entries the store found but could not
-    /// take are queued like single invalidations; a scan that failed leaves nothing to
-    /// queue, and says so. The number of entries found.
-    pub(crate) async fn invalidate_all(&self, pattern: &str) -> Result<usize, StoreError> {
-        use futures_util::StreamExt;
-        self.replay().await?;
-        let entries = self.store.entries(pattern).await?;
-        let found = entries.len();
-        let store = &*self.store;
-        let failed: Vec<(EntryKey, StoreError)> = futures_util::stream::iter(entries)
-            .map(|key| async move {
-                let taken = store.invalidate(&key).await;
-                taken.err().map(|error| (key, error))
-            })
-            .buffer_unordered(16)
-            .filter_map(std::future::ready)
-            .collect()
-            .await;
-        let mut failed = failed.into_iter();
-        match failed.next() {
-            None => Ok(found),
-            Some((key, error)) => {
-                self.queue(
-                    std::iter::once(key)
-                        .chain(failed.map(|(key, _)| key))
-                        .map(Queued::plain),
-                );
-                Err(error)
-            }
-        }
-    }
-
-    /// Invalidations waiting for the store.
-    pub(crate) fn queued(&self) -> usize {
-        self.queued
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    fn queue(&self, entries: impl IntoIterator<Item = Queued>) {
-        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-        for entry in entries {
-            let value = entry.key.value().to_owned();
-            let merged = match queued.remove(&value) {
-                Some(other) => other.merge(entry),
-                None => entry,
-            };
-            queued.insert(value, merged);
-        }
-        self.pending.store(!queued.is_empty(), Ordering::Release);
-    }
-
-    /// Sends the queued invalidations, oldest first is not needed: each key's is one.
-    async fn replay(&self) -> Result<(), StoreError> {
-        if !self.pending.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let _one = self.replaying.lock().await;
-        let entries: Vec<Queued> = {
-            let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-            self.pending.store(false, Ordering::Release);
-            queued.drain().map(|(_, entry)| entry).collect()
-        };
-        let mut entries = entries.into_iter();
-        while let Some(entry) = entries.next() {
-            if let Err(error) = entry.send(&*self.store).await {
-                self.queue(std::iter::once(entry).chain(entries));
-                return Err(error);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A key's invalidations the store has not taken yet, merged: the highest source version
-/// (so the mark still rises to it) and whether any came without one.
-struct Queued {
-    key: EntryKey,
-    plain: bool,
-    version: Option<u64>,
-}
-
-impl Queued {
-    fn plain(key: EntryKey) -> Self {
-        Queued {
-            key,
-            plain: true,
-            version: None,
-        }
-    }
-
-    fn at(key: EntryKey, version: u64) -> Self {
-        Queued {
-            key,
-            plain: false,
-            version: Some(version),
-        }
-    }
-
-    fn merge(self, other: Queued) -> Queued {
-        Queued {
-            key: self.key,
-            plain: self.plain || other.plain,
-            version: self.version.max(other.version),
-        }
-    }
-
-    /// The versioned invalidation first, so the mark rises even when a plain one follows.
-    async fn send(&self, store: &dyn SharedStore) -> Result<(), StoreError> {
-        if let Some(version) = self.version {
-            store.invalidate_at(&self.key, version).await?;
-        }
-        if self.plain {
-            store.invalidate(&self.key).await?;
-        }
-        Ok(())
-    }
-}
-
-/// How often queued invalidations are retried, at most.
-const REPLAY_PERIOD: Duration = Duration::from_millis(250);
-
-async fn keep_replaying(remote: Weak<Remote>, period: Duration) {
-    loop {
-        tokio::time::sleep(period).await;
-        let Some(remote) = remote.upgrade() else {
-            return;
-        };
-        if remote.pending.load(Ordering::Acquire) {
-            // A failure leaves them queued for the next round.
-            let _ = remote.replay().await;
-        }
-    }
-}
 
 /// The serde operations of one cache's key and value types, captured where the types
 /// are known to allow them, so the loader needs no serde bounds.
@@ -307,25 +61,54 @@ impl<K: Serialize, V: Serialize + DeserializeOwned + 'static> Codec<K, V> {
 }
 
 /// What a cache found in the shared store before calling its origin.
-pub(crate) struct Found<V> {
+pub(crate) struct Found<K, V> {
     pub(crate) key: EntryKey,
     /// The server's clock and the key's fence at the read: the publish goes under it.
+    /// `None`: the store could not be read (degraded).
     pub(crate) read: Option<Read>,
     /// The stored value, as a memory envelope, if one decoded.
     pub(crate) envelope: Option<Envelope<V>>,
-    /// The key's lease, when this read took it: the publish consumes it, anything else
-    /// gives it back.
+    /// The key's lease, when this read took it: the publish ends it, anything else gives
+    /// it back.
     pub(crate) lease: Option<HeldLease>,
+    /// The value is too large to share: each replica loads it and keeps its own copy.
+    pub(crate) too_large: bool,
+    /// This load, registered for the notices that detach it.
+    pub(crate) watching: Loading<K, V>,
 }
 
-impl<V> Found<V> {
-    /// Another replica holds the key's lease, for this much longer at most.
-    pub(crate) fn held_by(&self) -> Option<Duration> {
+impl<K, V> Found<K, V> {
+    /// Another replica holds the key's lease.
+    pub(crate) fn holder(&self) -> Option<Holder> {
         match self.read.as_ref()?.lease {
-            Lease::HeldBy { remaining } => Some(remaining),
+            Lease::HeldBy(holder) => Some(holder),
             _ => None,
         }
     }
+
+    /// This read took the lease over from a holder that had gone quiet.
+    pub(crate) fn took_over(&self) -> bool {
+        matches!(
+            self.read.as_ref().map(|read| read.lease),
+            Some(Lease::Granted {
+                took_over: true,
+                ..
+            })
+        )
+    }
+}
+
+/// What became of a publish, for what memory keeps of the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wrote {
+    /// Stored (or already past its time there): every replica can read it.
+    Stored,
+    /// Refused: a newer load or an invalidation got there first. Nobody keeps it.
+    Refused,
+    /// Nobody knows: no answer, or memory full.
+    Unconfirmed,
+    /// Too large to share: other replicas were told to load it themselves.
+    TooLarge,
 }
 
 /// One cache's side of the shared store.
@@ -336,8 +119,28 @@ pub(crate) struct Tier<K, V> {
     version: u32,
     /// Tiered: memory copies are kept. Redis: only while the store is unreachable.
     pub(crate) keeps_memory: bool,
-    /// Value key → key of each memory copy, so a notice naming the value key finds it.
-    copies: moka::sync::Cache<String, K>,
+    /// Value key → key of each memory copy and the fence its value was read or written
+    /// under, so a notice naming the value key finds it, and one no newer leaves it.
+    copies: moka::sync::Cache<String, (K, u64)>,
+    /// Value key → the loads of it running now.
+    loading: Mutex<HashMap<String, Loads<K>>>,
+    /// Value key → until when another replica is left to refresh it (its lease was held
+    /// and its holder not due to be taken over before then), and how long that holder
+    /// will have held the lease by then. A notice for the key ends it early.
+    held_elsewhere: moka::sync::Cache<String, (Instant, Duration)>,
+}
+
+/// The running loads of one key, and the highest fence any of their reads returned.
+struct Loads<K> {
+    key: K,
+    fence: u64,
+    count: usize,
+}
+
+/// One load's registration (see [`Tier::loading`]); dropped when the load ends.
+pub(crate) struct Loading<K, V> {
+    tier: Arc<Tier<K, V>>,
+    value_key: String,
 }
 
 impl<K, V> Tier<K, V>
@@ -360,6 +163,8 @@ where
             version,
             keeps_memory,
             copies: moka::sync::Cache::new(capacity),
+            loading: Mutex::new(HashMap::new()),
+            held_elsewhere: moka::sync::Cache::new(capacity),
         }
     }
 
@@ -367,26 +172,95 @@ where
         (self.codec.key)(&self.remote.prefix, &self.name, self.version, key)
     }
 
-    /// Remembers a memory copy of `key`, for the notices that will drop it.
-    pub(crate) fn copied(&self, entry: &EntryKey, key: &K) {
-        self.copies.insert(entry.value().to_owned(), key.clone());
+    /// Remembers a memory copy of `key` read or written under `fence`, for the notices
+    /// that will drop it.
+    pub(crate) fn copied(&self, entry: &EntryKey, key: &K, fence: u64) {
+        self.copies
+            .insert(entry.value().to_owned(), (key.clone(), fence));
     }
 
-    /// The key of the memory copy a notice names, forgotten.
-    pub(crate) fn noticed(&self, value_key: &str) -> Option<K> {
-        self.copies.remove(value_key)
+    /// The key of the memory copy `notice` (from another replica) outdates, forgotten: a
+    /// publish or an invalidation under a fence above the copy's. The notice of the very
+    /// write a copy was read from, arriving after the read, leaves it: dropping its
+    /// bookkeeping there would leave the copy deaf to the invalidation that follows.
+    pub(crate) fn noticed(&self, notice: &Notice) -> Option<K> {
+        self.held_elsewhere.invalidate(&notice.key);
+        if notice.kind == NoticeKind::Released {
+            return None;
+        }
+        let (_, fence) = self.copies.get(&notice.key)?;
+        if notice.fence <= fence {
+            return None;
+        }
+        self.copies.remove(&notice.key).map(|(key, _)| key)
+    }
+
+    /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping
+    /// or replacing it itself.
+    pub(crate) fn forget(&self, entry: &EntryKey) {
+        self.held_elsewhere.invalidate(entry.value());
+        self.copies.invalidate(entry.value());
     }
 
     pub(crate) fn forget_copies(&self) {
         self.copies.invalidate_all();
+        self.held_elsewhere.invalidate_all();
+    }
+
+    fn loads(&self) -> MutexGuard<'_, HashMap<String, Loads<K>>> {
+        self.loading.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a load of `key` at `entry`, before its first read, until the returned
+    /// registration is dropped.
+    pub(crate) fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
+        let value_key = entry.value().to_owned();
+        self.loads()
+            .entry(value_key.clone())
+            .or_insert_with(|| Loads {
+                key: key.clone(),
+                fence: 0,
+                count: 0,
+            })
+            .count += 1;
+        Loading {
+            tier: self.clone(),
+            value_key,
+        }
+    }
+
+    /// The key of a running load that `notice` (from another replica) makes older than
+    /// the store: a publish or an invalidation under a fence above every fence its reads
+    /// returned. A released lease changes no value.
+    pub(crate) fn outdated_by(&self, notice: &Notice) -> Option<K> {
+        if notice.kind == NoticeKind::Released {
+            return None;
+        }
+        let loads = self.loads();
+        let loads = loads.get(&notice.key)?;
+        (notice.fence > loads.fence).then(|| loads.key.clone())
+    }
+
+    /// Until when another replica is left to refresh `entry`, and how long its holder
+    /// will have held the lease by then.
+    pub(crate) fn held_elsewhere(&self, entry: &EntryKey) -> Option<(Instant, Duration)> {
+        self.held_elsewhere.get(entry.value())
+    }
+
+    /// Leaves `entry`'s refresh to the replica holding its lease until `until`, by when it
+    /// will have held the lease for `quiet`: a refresh after that takes it over.
+    pub(crate) fn leave_to_holder(&self, entry: &EntryKey, until: Instant, quiet: Duration) {
+        self.held_elsewhere
+            .insert(entry.value().to_owned(), (until, quiet));
     }
 
     /// Invalidates every entry of this cache in the shared store; see
     /// [`Remote::invalidate_all`].
     pub(crate) async fn invalidate_all(&self) -> Result<usize, StoreError> {
         let pattern = EntryKey::cache_pattern(&self.remote.prefix, &self.name, self.version);
+        let prefix = EntryKey::cache_prefix(&self.remote.prefix, &self.name, self.version);
         self.forget_copies();
-        self.remote.invalidate_all(&pattern).await
+        self.remote.invalidate_all(&pattern, &prefix).await
     }
 
     /// The entry `key` addresses in the shared store. `None` when the key cannot be
@@ -404,18 +278,25 @@ where
     /// Resolves on the next notice naming `entry`, or at once when notices are not
     /// flowing. Register it before a read, so a publish right after the read still wakes.
     pub(crate) fn watch(&self, entry: &EntryKey) -> tokio::sync::oneshot::Receiver<Wake> {
-        self.remote.store.watch(entry)
+        self.remote.store().watch(entry)
     }
 
-    /// Reads `entry` from the shared store, taking its lease when `lease` asks and the
-    /// store grants it. A failed read is `Found { read: None, .. }` (degraded).
+    /// Whether notices flow, to wait for them to.
+    pub(crate) fn subscription(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.remote.store().subscription()
+    }
+
+    /// Reads `entry` from the shared store for the load `watching` registered, taking its
+    /// lease when `lease` asks and the store grants it. A failed read is
+    /// `Found { read: None, .. }` (degraded).
     pub(crate) async fn find(
         &self,
         entry: EntryKey,
         lease: Option<LeaseRequest>,
         now: Instant,
         generation: u64,
-    ) -> Found<V> {
+        watching: Loading<K, V>,
+    ) -> Found<K, V> {
         let read = match self.remote.read(&entry, lease).await {
             Ok(read) => read,
             Err(error) => {
@@ -425,15 +306,21 @@ where
                     read: None,
                     envelope: None,
                     lease: None,
+                    too_large: false,
+                    watching,
                 };
             }
         };
-        let lease = match read.lease {
-            Lease::Granted { fence } => {
-                Some(HeldLease::new(self.remote.clone(), entry.clone(), fence))
-            }
+        watching.saw(read.fence);
+        let lease = match (read.lease, lease) {
+            (Lease::Granted { .. }, Some(request)) => Some(HeldLease::new(
+                self.remote.clone(),
+                entry.clone(),
+                request.token,
+            )),
             _ => None,
         };
+        let mut too_large = false;
         let envelope = read.envelope.as_deref().and_then(|bytes| {
             match (self.codec.decode)(&self.remote.wire, bytes) {
                 Ok((header, value)) => Some(to_memory(
@@ -443,9 +330,13 @@ where
                     now,
                     generation,
                 )),
+                Err(WireError::TooLargeToShare { stale_until_ms }) => {
+                    too_large = stale_until_ms > read.clock.now_ms();
+                    None
+                }
                 Err(error) => {
                     tracing::warn!(target: "stampede", key = %entry, %error, "unusable envelope in the shared store, treated as a miss");
-                    self.remote.store.count_decode_failure();
+                    self.remote.store().count_decode_failure();
                     None
                 }
             }
@@ -455,53 +346,96 @@ where
             read: Some(read),
             envelope,
             lease,
+            too_large,
+            watching,
         }
     }
 
-    /// Publishes `envelope` under the fence of `read` (the lease's, when the read took
-    /// it), with the source version the value carries. `None` when it was not written
-    /// (it could not be encoded, or the store did not answer): memory may keep it. A
-    /// publish the store answered consumes the lease, stored or refused.
+    /// Publishes `envelope` under the fence `found`'s read returned (the lease's, when the
+    /// read took it), with the source version the value carries. A publish the store
+    /// answered ends the lease, stored or refused.
     pub(crate) async fn publish(
         &self,
-        entry: &EntryKey,
-        read: &Read,
-        lease: Option<HeldLease>,
+        found: &mut Found<K, V>,
         envelope: &Envelope<V>,
         now: Instant,
-    ) -> Option<Published> {
+    ) -> Wrote {
+        let Some(read) = &found.read else {
+            return Wrote::Unconfirmed;
+        };
         let server_now = read.clock.now_ms();
         let header = to_wire(envelope, server_now, now, read.fence);
-        let bytes = match (self.codec.encode)(&self.remote.wire, &header, &envelope.value) {
-            Ok(bytes) => bytes,
+        let (bytes, wrote) = match (self.codec.encode)(&self.remote.wire, &header, &envelope.value)
+        {
+            Ok(bytes) => (bytes, None),
+            Err(WireError::Oversized { len, limit }) => {
+                tracing::warn!(target: "stampede", key = %found.key, len, limit, "value too large to share (max_value_bytes): every replica loads it itself");
+                (self.remote.wire.too_large(&header), Some(Wrote::TooLarge))
+            }
             Err(error) => {
-                tracing::warn!(target: "stampede", key = %entry, %error, "value not written to the shared store");
-                return None;
+                tracing::warn!(target: "stampede", key = %found.key, %error, "value not written to the shared store");
+                return Wrote::Unconfirmed;
             }
         };
         let publication = super::shared::Publication {
             fence: read.fence,
+            token: found.lease.as_ref().map(HeldLease::token),
             envelope: bytes,
             keep_until_ms: header.keep_until_ms,
             source_version: envelope.source_version,
+            recompute: Duration::try_from_secs_f64(envelope.delta).unwrap_or_default(),
+            incarnation: read.incarnation.clone(),
         };
-        match self.remote.store.publish(entry, publication).await {
+        match self.remote.store().publish(&found.key, publication).await {
             Ok(published) => {
-                if let Some(lease) = lease {
+                if let Some(lease) = found.lease.take() {
                     lease.published();
                 }
-                if matches!(
-                    published,
-                    Published::RefusedByFence | Published::RefusedBySourceVersion
-                ) {
-                    tracing::debug!(target: "stampede", key = %entry, outcome = ?published, "publish refused: a newer load or an invalidation got there first");
+                match published {
+                    Published::RefusedByFence
+                    | Published::RefusedAfterRestart
+                    | Published::RefusedBySourceVersion => {
+                        tracing::debug!(target: "stampede", key = %found.key, outcome = ?published, "publish refused: a newer load or an invalidation got there first");
+                        Wrote::Refused
+                    }
+                    Published::OutOfMemory => Wrote::Unconfirmed,
+                    Published::Stored | Published::AlreadyExpired => wrote.unwrap_or(Wrote::Stored),
                 }
-                Some(published)
             }
             Err(error) => {
                 // It may have run: the lease goes back (only if still ours) when dropped.
-                tracing::debug!(target: "stampede", key = %entry, %error, "value not written to the shared store");
-                None
+                tracing::debug!(target: "stampede", key = %found.key, %error, "value not written to the shared store");
+                Wrote::Unconfirmed
+            }
+        }
+    }
+}
+
+impl<K, V> Loading<K, V> {
+    /// A read of this load returned `fence`: notices at or below it are not news to it.
+    fn saw(&self, fence: u64) {
+        let mut loads = self
+            .tier
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(loads) = loads.get_mut(&self.value_key) {
+            loads.fence = loads.fence.max(fence);
+        }
+    }
+}
+
+impl<K, V> Drop for Loading<K, V> {
+    fn drop(&mut self) {
+        let mut loads = self
+            .tier
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = loads.get_mut(&self.value_key) {
+            entry.count -= 1;
+            if entry.count == 0 {
+                loads.remove(&self.value_key);
             }
         }
     }

@@ -3,18 +3,23 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "STPD" (refuses bytes that are not ours)
-//!      4     1  format version (2); an unknown one is a miss, never a guess
+//!      4     1  format version (3); an unknown one is a miss, never a guess
 //!      5     8  fresh_until   Unix ms, big-endian  ┐ server time (see `shared`),
 //!     13     8  stale_until   Unix ms              │ so replicas with skewed clocks
 //!     21     8  keep_until    Unix ms (= the PX)   │ agree on what is fresh
 //!     29     8  loaded_at     Unix ms              ┘
 //!     37     8  delta         f64 seconds, the recompute time XFetch weighs
 //!     45     8  fence         u64, the lease or read fence the value was published under
-//!     53     1  1 if a source version follows, else 0
+//!     53     1  flags: 1 a source version follows; 2 the value was too large to share
 //!     54    20  source version, 20 ASCII decimal digits (zeros when absent)
 //!     74     8  the value type's fingerprint (see `fingerprint`)
 //!     82     …  the value: bincode 2 (serde, standard config)
 //! ```
+//! An envelope flagged "too large" carries no value: the replica that loaded it could not
+//! write it under `max_value_bytes`, and tells the others so (until its `stale_until`)
+//! that they load it themselves at once instead of waiting in line for a lease whose
+//! holder will never publish.
+//!
 //! The header has a fixed size and big-endian integers because the Lua scripts read it:
 //! `stale_until` to tell whether anything servable is there, `fence` to restart a lost
 //! fence counter above it, the source version to ignore late invalidations. The source
@@ -34,7 +39,9 @@ use std::fmt;
 
 const MAGIC: &[u8; 4] = b"STPD";
 /// Bumped whenever the layout above changes; old replicas then miss instead of misreading.
-pub(crate) const FORMAT_VERSION: u8 = 2;
+pub(crate) const FORMAT_VERSION: u8 = 3;
+const HAS_VERSION: u8 = 1;
+const TOO_LARGE: u8 = 2;
 pub(crate) const HEADER_LEN: usize = 82;
 /// The largest value a shared store accepts unless configured otherwise.
 pub(crate) const DEFAULT_MAX_VALUE_BYTES: usize = 8 << 20;
@@ -100,6 +107,11 @@ pub(crate) enum WireError {
     Value(String),
     /// The value decoded but left bytes over: written as another type.
     TrailingBytes(usize),
+    /// No value: the replica that loaded it found it too large to share, and readers
+    /// load it themselves until `stale_until_ms`.
+    TooLargeToShare {
+        stale_until_ms: u64,
+    },
     /// Written as a value type of another shape (a build with other code).
     OtherType {
         found: u64,
@@ -119,6 +131,9 @@ impl fmt::Display for WireError {
             }
             WireError::Value(e) => write!(f, "value does not decode: {e}"),
             WireError::TrailingBytes(n) => write!(f, "value leaves {n} bytes undecoded"),
+            WireError::TooLargeToShare { .. } => {
+                f.write_str("the value was too large to share; each replica loads it")
+            }
             WireError::OtherType { found, expected } => write!(
                 f,
                 "value written as another type (fingerprint {found:016x}, this build's is {expected:016x})"
@@ -156,22 +171,7 @@ impl Wire {
         value: &V,
     ) -> Result<Vec<u8>, WireError> {
         let mut bytes = Vec::with_capacity(HEADER_LEN + 64);
-        bytes.extend_from_slice(MAGIC);
-        bytes.push(FORMAT_VERSION);
-        for ms in [
-            header.fresh_until_ms,
-            header.stale_until_ms,
-            header.keep_until_ms,
-            header.loaded_at_ms,
-        ] {
-            bytes.extend_from_slice(&ms.to_be_bytes());
-        }
-        bytes.extend_from_slice(&header.delta.to_be_bytes());
-        bytes.extend_from_slice(&header.fence.to_be_bytes());
-        bytes.push(u8::from(header.source_version.is_some()));
-        bytes.extend_from_slice(version_digits(header.source_version.unwrap_or(0)).as_bytes());
-        bytes.extend_from_slice(&fingerprint::of::<V>().to_be_bytes());
-        debug_assert_eq!(bytes.len(), HEADER_LEN);
+        write_header(&mut bytes, header, 0, fingerprint::of::<V>());
         bincode::serde::encode_into_std_write(value, &mut bytes, bincode_config::<BINCODE_LIMIT>())
             .map_err(|e| WireError::Value(e.to_string()))?;
         let len = bytes.len() - HEADER_LEN;
@@ -182,6 +182,14 @@ impl Wire {
             });
         }
         Ok(bytes)
+    }
+
+    /// An envelope without a value, saying the value was too large to share: other
+    /// replicas load it themselves instead of waiting for a lease.
+    pub(crate) fn too_large(&self, header: &Header) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(HEADER_LEN);
+        write_header(&mut bytes, header, TOO_LARGE, 0);
+        bytes
     }
 
     /// The header alone, for decisions that do not need the value.
@@ -212,15 +220,10 @@ impl Wire {
             .ok_or(WireError::CorruptHeader(
                 "source version is not 20 decimal digits",
             ))?;
-        let source_version = match head[53] {
-            0 => None,
-            1 => Some(digits),
-            _ => {
-                return Err(WireError::CorruptHeader(
-                    "source version flag is not 0 or 1",
-                ))
-            }
-        };
+        if head[53] & !(HAS_VERSION | TOO_LARGE) != 0 {
+            return Err(WireError::CorruptHeader("unknown flags"));
+        }
+        let source_version = (head[53] & HAS_VERSION != 0).then_some(digits);
         let header = Header {
             fresh_until_ms: u64_at(5),
             stale_until_ms: u64_at(13),
@@ -244,6 +247,11 @@ impl Wire {
         bytes: &[u8],
     ) -> Result<(Header, V), WireError> {
         let header = self.header(bytes)?;
+        if bytes[53] & TOO_LARGE != 0 {
+            return Err(WireError::TooLargeToShare {
+                stale_until_ms: header.stale_until_ms,
+            });
+        }
         let found = u64::from_be_bytes(bytes[74..HEADER_LEN].try_into().expect("8 bytes"));
         let expected = fingerprint::of::<V>();
         if found != expected {
@@ -262,6 +270,31 @@ impl Wire {
         }
         Ok((header, value))
     }
+}
+
+/// Writes the fixed-size header (see the layout above).
+fn write_header(bytes: &mut Vec<u8>, header: &Header, flags: u8, fingerprint: u64) {
+    bytes.extend_from_slice(MAGIC);
+    bytes.push(FORMAT_VERSION);
+    for ms in [
+        header.fresh_until_ms,
+        header.stale_until_ms,
+        header.keep_until_ms,
+        header.loaded_at_ms,
+    ] {
+        bytes.extend_from_slice(&ms.to_be_bytes());
+    }
+    bytes.extend_from_slice(&header.delta.to_be_bytes());
+    bytes.extend_from_slice(&header.fence.to_be_bytes());
+    let has_version = if header.source_version.is_some() {
+        HAS_VERSION
+    } else {
+        0
+    };
+    bytes.push(flags | has_version);
+    bytes.extend_from_slice(version_digits(header.source_version.unwrap_or(0)).as_bytes());
+    bytes.extend_from_slice(&fingerprint.to_be_bytes());
+    debug_assert_eq!(bytes.len(), HEADER_LEN);
 }
 
 /// A source version as the scripts compare it: 20 decimal digits, zero-padded.

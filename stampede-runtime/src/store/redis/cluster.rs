@@ -99,11 +99,13 @@ impl Shards {
     /// The breaker of the master at `address`, made on first use.
     pub(crate) fn breaker(&self, address: &str) -> Arc<Breaker> {
         let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(
-            breakers
-                .entry(address.to_owned())
-                .or_insert_with(|| Arc::new(Breaker::new(self.failures, self.cooldown))),
-        )
+        Arc::clone(breakers.entry(address.to_owned()).or_insert_with(|| {
+            Arc::new(Breaker::new(
+                self.failures,
+                self.cooldown,
+                address.to_owned(),
+            ))
+        }))
     }
 
     /// Every master in the slot map (each gets a heartbeat PING), `""` when there is none.
@@ -225,7 +227,7 @@ mod tests {
     fn keys_pass_their_masters_breaker_only() {
         let shards = Shards::new(1, Duration::from_secs(60));
         let unknown = shards.for_key("{a}x").1;
-        unknown.failed(unknown.pass().unwrap());
+        unknown.pass().unwrap().failed("refused");
         assert_eq!(
             shards.summary().0,
             BreakerState::Open,
@@ -247,7 +249,7 @@ mod tests {
         assert_eq!(shards.masters().len(), 3);
         let (master, breaker) = shards.for_key("{a}x");
         assert_eq!(master, "127.0.0.1:7002");
-        breaker.failed(breaker.pass().unwrap());
+        breaker.pass().unwrap().failed("refused");
         assert_eq!(shards.for_key("foo").1.state(), BreakerState::Open);
         let (other, breaker) = shards.for_key("x{b}");
         assert_eq!(other, "127.0.0.1:7000", "{{b}} is slot 3300");

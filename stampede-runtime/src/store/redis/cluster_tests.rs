@@ -1,11 +1,14 @@
 //! The Redis backend against a local three-master Redis Cluster each test starts.
 use super::tests::{
-    miss_lease, publication, subscribed, value_of, within, PROMPTLY, RESPONSE_TIMEOUT, SLACK,
+    asking, held, miss_lease, publication, subscribed, value_of, within, PROMPTLY,
+    RESPONSE_TIMEOUT, SLACK,
 };
 use super::*;
-use crate::store::shared::{BreakerState, Notice, NoticeKind};
+use crate::store::shared::{BreakerState, Lease, LeaseFor, Notice, NoticeKind};
+use redis::PushKind;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 use testkit::RedisCluster;
 
 const MASTERS: usize = 3;
@@ -61,22 +64,12 @@ async fn mapped(store: &RedisStore) {
 
 /// Takes the lease on `key` and publishes `value` under it.
 async fn put(store: &RedisStore, key: &EntryKey, value: &str) {
-    let read = store
-        .read(
-            key,
-            Some(LeaseRequest {
-                purpose: LeaseFor::Refresh,
-                ttl: Duration::from_secs(5),
-            }),
-        )
-        .await
-        .unwrap();
-    let Lease::Granted { fence } = read.lease else {
+    let lease = asking(LeaseFor::Refresh);
+    let read = store.read(key, lease).await.unwrap();
+    let Lease::Granted { .. } = read.lease else {
         panic!("{:?}", read.lease)
     };
-    let stored = store
-        .publish(key, publication(&read, fence, value, None))
-        .await;
+    let stored = store.publish(key, held(&read, &lease, value, None)).await;
     assert_eq!(stored, Ok(Published::Stored));
 }
 
@@ -88,14 +81,9 @@ async fn every_script_names_keys_of_one_slot_and_a_lost_script_reloads_on_its_ke
     let store = store(&cluster);
     let keys = keys_on_every_master(&cluster, "one-slot", 2);
     for (key, owner) in &keys {
-        // Every key a script names (value, lease, fence, version mark): one slot, by
-        // Redis's own count and by ours.
-        let named = [
-            key.value().to_owned(),
-            key.lease(),
-            key.fence(),
-            key.source_version(),
-        ];
+        // Every key a script names (value, lease, fence): one slot, by Redis's own count
+        // and by ours.
+        let named = [key.value().to_owned(), key.lease(), key.fence()];
         let slots: Vec<String> = named
             .iter()
             .map(|name| cluster.cli(*owner, &["CLUSTER", "KEYSLOT", name]))
@@ -135,11 +123,12 @@ async fn every_script_names_keys_of_one_slot_and_a_lost_script_reloads_on_its_ke
             store.invalidate(key).await,
             Ok(Invalidated::Fenced { .. })
         ));
-        let read = store.read(key, miss_lease()).await.unwrap();
-        let Lease::Granted { fence } = read.lease else {
+        let lease = miss_lease();
+        let read = store.read(key, lease).await.unwrap();
+        let Lease::Granted { .. } = read.lease else {
             panic!("{:?}", read.lease)
         };
-        assert_eq!(store.release(key, fence).await, Ok(true));
+        assert_eq!(store.release(key, lease.unwrap().token).await, Ok(true));
     }
     assert_eq!(store.stats().errors, 0);
 }
@@ -192,7 +181,7 @@ async fn eight_replicas_get_one_lease_per_key_on_every_shard_and_all_waiters_wak
     }
     for (key, _) in &keys {
         let (r, read) = &owners[key.value()];
-        let Lease::Granted { fence } = read.lease else {
+        let Lease::Granted { fence, .. } = read.lease else {
             unreachable!()
         };
         let value = format!("value of {}", key.value());
@@ -260,22 +249,17 @@ async fn a_slot_migrated_under_traffic_never_serves_a_wrong_or_older_value() {
                 let done = migrated.load(Ordering::SeqCst);
                 for (i, key) in keys.iter().enumerate() {
                     let started = Instant::now();
-                    let lease = LeaseRequest {
-                        purpose: LeaseFor::Refresh,
-                        ttl: Duration::from_secs(5),
-                    };
-                    let read = writer.read(key, Some(lease)).await;
+                    let lease = asking(LeaseFor::Refresh);
+                    let read = writer.read(key, lease).await;
                     calls += 1;
                     assert!(started.elapsed() <= bound, "{:?}", started.elapsed());
                     let Ok(read) = read else { continue };
-                    let Lease::Granted { fence } = read.lease else {
+                    let Lease::Granted { .. } = read.lease else {
                         continue;
                     };
                     let started = Instant::now();
                     let value = format!("{i}:{n}");
-                    let outcome = writer
-                        .publish(key, publication(&read, fence, &value, None))
-                        .await;
+                    let outcome = writer.publish(key, held(&read, &lease, &value, None)).await;
                     assert!(started.elapsed() <= bound, "{:?}", started.elapsed());
                     if outcome == Ok(Published::Stored) {
                         stored[i].store(n, Ordering::SeqCst);
@@ -505,7 +489,7 @@ async fn wake_up_latency_of_plain_and_sharded_notices() {
     for id in 0..SAMPLES {
         let key = key("latency", id);
         let read = a.read(&key, miss_lease()).await.unwrap();
-        let Lease::Granted { fence } = read.lease else {
+        let Lease::Granted { fence, .. } = read.lease else {
             panic!()
         };
         let waiter = b.watch(&key);

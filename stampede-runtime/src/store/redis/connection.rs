@@ -44,11 +44,20 @@ pub(crate) enum Connection {
 /// How the client itself retries inside one call; the store's deadline bounds it all.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Patience {
+    /// The store's deadline for one call (see [`super::call`]).
     pub(crate) response_timeout: Duration,
     /// How long establishing a connection (TCP, TLS, HELLO) may take. It runs in the
     /// background of the calls that wait on it, each of which still gives up at its own
     /// response timeout, so a slow handshake fails calls without being abandoned.
     pub(crate) connect_timeout: Duration,
+}
+
+impl Patience {
+    /// The client's own response timeout: past the store's deadline and the grace in
+    /// which a late answer is still awaited, so the client never calls a late answer lost.
+    fn backstop(self) -> Duration {
+        self.response_timeout * (super::call::LATE_GRACE + 2)
+    }
 }
 
 impl Connection {
@@ -67,13 +76,13 @@ impl Connection {
                     .min_retry_wait(5)
                     .max_retry_wait(50)
                     .connection_timeout(patience.connect_timeout)
-                    .response_timeout(patience.response_timeout)
+                    .response_timeout(patience.backstop())
                     .build()?;
                 Ok(Self::Cluster(
                     client.get_pending_async_connection_with_config(
                         ClusterConfig::new()
                             .set_connection_timeout(patience.connect_timeout)
-                            .set_response_timeout(patience.response_timeout),
+                            .set_response_timeout(patience.backstop()),
                     ),
                 ))
             }
@@ -111,7 +120,7 @@ impl ConnectionLike for Connection {
 
 fn node_config(patience: Patience) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
-        .set_response_timeout(Some(patience.response_timeout))
+        .set_response_timeout(Some(patience.backstop()))
         .set_connection_timeout(Some(patience.connect_timeout))
         .set_number_of_retries(1)
 }

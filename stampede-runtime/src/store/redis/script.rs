@@ -7,40 +7,49 @@
 //! caches it there for the next EVALSHA.
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, ToRedisArgs};
+use std::sync::Arc;
 
+/// A script's code and hash; cheap to clone, so an invocation owns what it sends.
+#[derive(Clone)]
 pub(crate) struct LuaScript {
-    code: String,
-    hash: String,
+    code: Arc<str>,
+    hash: Arc<str>,
 }
 
 impl LuaScript {
     pub(crate) fn new(code: String) -> Self {
-        let hash = redis::Script::new(&code).get_hash().to_owned();
-        Self { code, hash }
+        let hash = redis::Script::new(&code).get_hash().into();
+        Self {
+            code: code.into(),
+            hash,
+        }
     }
 
     /// The SHA1 that EVALSHA names.
+    #[cfg(test)]
     pub(crate) fn hash(&self) -> &str {
         &self.hash
     }
 
-    pub(crate) fn prepare_invoke(&self) -> Invocation<'_> {
+    pub(crate) fn prepare_invoke(&self) -> Invocation {
         Invocation {
-            script: self,
+            script: self.clone(),
             keys: Vec::new(),
             args: Vec::new(),
         }
     }
 }
 
-/// One call of a script: its keys (all under one hash tag) and arguments.
-pub(crate) struct Invocation<'a> {
-    script: &'a LuaScript,
+/// One call of a script: its keys (all under one hash tag) and arguments. It owns them,
+/// so a call whose caller stopped waiting can still be finished in the background (to
+/// learn whether Redis answered late or not at all).
+pub(crate) struct Invocation {
+    script: LuaScript,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
 }
 
-impl Invocation<'_> {
+impl Invocation {
     pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
         self.keys.extend(key.to_redis_args());
         self

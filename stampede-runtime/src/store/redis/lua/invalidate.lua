@@ -1,24 +1,32 @@
--- invalidate(value, lease, fence, mark; channel, node, fence_keep_ms, version or '', mark_keep_ms)
---   -> the new fence, or -1 when the version arrived late (the mark still rises to it)
+-- invalidate(value, lease, fence; channel, node, version or '')
+--   -> the new fence; -1 when the version arrived late (the mark still rises to it); -2
+--      when memory is full and the fence could not be raised: the value and the lease are
+--      gone and the notice went out, but a load running now could still publish, so the
+--      caller queues the invalidation to send again.
 -- Raising the fence refuses every publish of a load that started before; deleting the
 -- lease lets the next reader load at once instead of waiting for the fenced-out owner.
 local now = now_ms()
 local head = header(get_string(KEYS[1]))
-local version = version_or_nil(ARGV[4])
+local version = version_or_nil(ARGV[3])
+local kept = get_fence() or {}
+local current, mark = kept.fence, kept.mark
 if version ~= nil then
-  local mark = version_or_nil(get_string(KEYS[4]))
   -- Strictly below the mark: a retry whose first attempt ran finds the mark at its own
   -- version, and applying that version again is harmless.
   if mark ~= nil and version_above(mark, version) then return -1 end
   if head ~= nil and head.version ~= nil and not version_above(version, head.version) then
     -- Late for the stored value, yet the newest version this key has heard of: a load
-    -- still in flight from an older source must not be stored after it.
-    redis.call('SET', KEYS[4], version, 'PX', ARGV[5])
+    -- still in flight from an older source must not be stored after it. (A lost fence
+    -- is made anew, which also fences out the loads in flight.)
+    if not write_fence(current or now * 1024, version, kept.recompute, FENCE_KEEP_MS) then
+      return -2
+    end
     return -1
   end
 end
-local fence = raise_fence(now, head and head.fence, ARGV[3])
-if version ~= nil then redis.call('SET', KEYS[4], version, 'PX', ARGV[5]) end
+-- Delete first: with memory full a write is refused, a DEL never is.
 redis.call('DEL', KEYS[1], KEYS[2])
-notice(ARGV[1], 'i', fence, ARGV[2])
+local fence = raise_fence(now, head and head.fence, FENCE_KEEP_MS, version)
+notice(ARGV[1], 'i', fence or 0, ARGV[2])
+if fence == nil then return -2 end
 return fence

@@ -1,9 +1,20 @@
--- Shared by every script (prepended). Keys: KEYS[1] value, KEYS[2] lease, KEYS[3] fence,
--- KEYS[4] source-version mark: all under one hash tag, so one cluster slot.
+-- Shared by every script (prepended). Keys: KEYS[1] the value, KEYS[2] the lease, KEYS[3]
+-- the fence (with the source-version mark once one was set): one hash tag, one slot.
 --
--- Anything found at our keys may be missing, of another type, not a number or without a
--- TTL (an operator, an old build, a bug). None of that may fail a script or wedge a key:
--- such a value is treated as absent and overwritten.
+-- Anything found at our keys may be missing, of another type, malformed or without a TTL
+-- (an operator, an old build, a bug, an eviction). None of that may fail a script or wedge
+-- a key: it is read as absent and overwritten, and where it guarded something it fails
+-- closed (no fence refuses every publish).
+--
+-- Writes go through pcall: with memory full (`noeviction`) Redis refuses a SET but never a
+-- DEL or a PUBLISH, so a script deletes first and still announces what it did.
+
+-- Lua numbers are doubles: integers are exact only below 2^53.
+local EXACT = 9007199254740992
+-- How long a fence outlives its last raise, and a mark its last invalidation. A lost fence
+-- is safe (it restarts above every earlier one); a lost mark forgets a late invalidation.
+local FENCE_KEEP_MS = 3600000
+local MARK_KEEP_MS = 86400000
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -17,12 +28,18 @@ local function get_string(key)
   return nil
 end
 
--- Lua numbers are doubles: counters are ours only below 2^53, where they stay exact.
-local function get_counter(key)
-  local v = get_string(key)
-  if v == nil or #v > 16 or not string.match(v, '^%d+$') then return nil end
-  local n = tonumber(v)
-  if n >= 9007199254740992 then return nil end
+-- Whether a write went through (pcall returns an error table when Redis refused it).
+local function wrote(reply)
+  return type(reply) ~= 'table' or reply.err == nil
+end
+
+-- Decimal digits below 2^53, else nil.
+local function exact(text)
+  if text == nil or #text == 0 or #text > 16 or not string.match(text, '^%d+$') then
+    return nil
+  end
+  local n = tonumber(text)
+  if n >= EXACT then return nil end
   return n
 end
 
@@ -50,26 +67,98 @@ local function u64_at(s, at)
 end
 
 -- The fields of a stored envelope the scripts decide on, or nil if it is not one of ours.
--- Offsets are the envelope layout's plus one (Lua strings start at 1).
+-- Offsets are the envelope layout's plus one (Lua strings start at 1). A fence a double
+-- cannot hold was never written by us: it is ignored.
 local function header(envelope)
-  if envelope == nil or #envelope < 82 or string.sub(envelope, 1, 5) ~= 'STPD\2' then
+  if envelope == nil or #envelope < 82 or string.sub(envelope, 1, 5) ~= 'STPD\3' then
     return nil
   end
   local version = nil
-  if string.byte(envelope, 54) == 1 then version = version_or_nil(string.sub(envelope, 55, 74)) end
-  return { stale_until = u64_at(envelope, 14), fence = u64_at(envelope, 46), version = version }
+  if string.byte(envelope, 54) % 2 == 1 then version = version_or_nil(string.sub(envelope, 55, 74)) end
+  local fence = u64_at(envelope, 46)
+  if fence >= EXACT then fence = nil end
+  return {
+    fresh_until = u64_at(envelope, 6),
+    stale_until = u64_at(envelope, 14),
+    keep_until = u64_at(envelope, 22),
+    fence = fence,
+    version = version,
+  }
 end
 
--- The next fence. A lost counter (expired, flushed, never set, not ours) restarts at the
--- server's clock × 1024, above every fence handed out before it (fewer than 1024 per
--- millisecond), and above the stored value's: a publish from before the loss can never
--- meet an equal fence again. now × 1024 stays below 2^53 until the year 2248.
-local function raise_fence(now, stored_fence, keep_ms)
-  local current = get_counter(KEYS[3]) or now * 1024
+-- Whether an envelope's deadlines are ones we wrote: in order, and none past the end of
+-- the key's TTL (the publish sets PX = keep_until - now), give or take clock estimates.
+local function plausible(head, now, ttl)
+  return head.fresh_until <= head.stale_until
+    and head.stale_until <= head.keep_until
+    and head.keep_until <= now + ttl + 1000
+end
+
+-- The fence key: "<fence>", then "m<20-digit mark>" once an invalidation named a source
+-- version, and "r<ms>", the key's last recompute time (for the replicas that wait on a
+-- lease, once the value that carried it has expired). Its fields, or nil if not ours.
+local function get_fence()
+  local v = get_string(KEYS[3])
+  if v == nil then return nil end
+  local fence = exact(string.match(v, '^(%d+)'))
+  if fence == nil then return nil end
+  return {
+    fence = fence,
+    mark = version_or_nil(string.match(v, ' m(%d+)')),
+    recompute = exact(string.match(v, ' r(%d+)')),
+  }
+end
+
+local function write_fence(fence, mark, recompute, keep_ms)
+  local value, keep = digits(fence), keep_ms
+  if mark ~= nil then value, keep = value .. ' m' .. mark, math.max(keep_ms, MARK_KEEP_MS) end
+  if recompute ~= nil then value = value .. ' r' .. digits(recompute) end
+  return wrote(redis.pcall('SET', KEYS[3], value, 'PX', keep))
+end
+
+-- Raises the fence, keeping its mark (or setting `mark`); nil if it could not be written.
+-- A lost fence (expired, evicted, flushed, never set, not ours) restarts at the server's
+-- clock × 1024, above every fence handed out before it (fewer than 1024 per millisecond)
+-- and above the stored value's, so a publish from before the loss never meets an equal
+-- fence again. now × 1024 stays below 2^53 until the year 2248.
+local function raise_fence(now, stored_fence, keep_ms, mark)
+  local kept = get_fence() or {}
+  local current = kept.fence or now * 1024
   if stored_fence ~= nil and stored_fence > current then current = stored_fence end
+  if current + 1 >= EXACT then current = now * 1024 end
   local fence = current + 1
-  redis.call('SET', KEYS[3], digits(fence), 'PX', keep_ms)
+  if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms) then return nil end
   return fence
+end
+
+-- The lease: "<fence> <token> <granted ms> <alive ms> [<recompute ms>]", the token its
+-- replica's. `alive` is the holder's last sign of life: it beats while its load runs.
+local function get_lease()
+  local v = get_string(KEYS[2])
+  if v == nil then return nil end
+  local fence, token, granted, alive = string.match(v, '^(%d+) (%x+) (%d+) (%d+)')
+  fence, granted, alive = exact(fence), exact(granted), exact(alive)
+  if fence == nil or granted == nil or alive == nil then return nil end
+  return {
+    fence = fence,
+    token = token,
+    granted = granted,
+    alive = alive,
+    recompute = exact(string.match(v, '^%d+ %x+ %d+ %d+ (%d+)$')),
+  }
+end
+
+local function lease_value(fence, token, granted, alive, recompute)
+  local v = digits(fence) .. ' ' .. token .. ' ' .. digits(granted) .. ' ' .. digits(alive)
+  if recompute ~= nil and recompute >= 0 then v = v .. ' ' .. digits(recompute) end
+  return v
+end
+
+-- The server's run id: a restart, or a failover to another node, changes it. Fences a
+-- snapshot or a lagging replica brought back may be older than ones already handed out,
+-- so a publish whose read saw another run id is refused.
+local function incarnation()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
 end
 
 local function notice(channel, kind, fence, node)

@@ -1,33 +1,41 @@
--- publish(value, lease, fence, mark; fence, envelope, keep_until_ms, version or '', channel, node)
---   -> {'stored' | 'fence' | 'version' | 'expired', notices sent}
--- Check first, write next, publish last: a script that fails halfway keeps its writes.
+-- publish(value, lease, fence; fence, envelope, keep_until_ms, version or '', channel, node,
+--         token or '', recompute_ms, run id of the read or '')
+--   -> {'stored' | 'fence' | 'restarted' | 'version' | 'expired' | 'memory', notices sent}
+-- Check first, write next, announce last: a script that fails halfway keeps its writes.
+-- A refusal is announced too ('r'), so replicas waiting on this load read again at once
+-- instead of waiting out a lease it no longer holds (an invalidation, a flush, a takeover).
 local now = now_ms()
 local fence = tonumber(ARGV[1])
--- A newer lease or an invalidation since this load started: its value may be older. A
--- lost counter may have hidden either, so no counter refuses every fence.
-if get_counter(KEYS[3]) ~= fence then return { 'fence', 0 } end
-local owner = get_counter(KEYS[2]) == fence
--- Gives the lease up without a value: its waiters may take it at once.
-local function give_up(outcome)
-  if not owner then return { outcome, 0 } end
-  redis.call('DEL', KEYS[2])
+local kept = get_fence() or {}
+local current, mark = kept.fence, kept.mark
+local lease = get_lease()
+local owner = lease ~= nil and ARGV[7] ~= '' and lease.token == ARGV[7]
+local function refuse(outcome)
+  if owner then redis.call('DEL', KEYS[2]) end
   notice(ARGV[5], 'r', fence, ARGV[6])
   return { outcome, 1 }
 end
-local mark = version_or_nil(get_string(KEYS[4]))
+-- A newer lease or an invalidation since this load started: its value may be older. A
+-- lost fence may have hidden either, so no fence refuses every publish.
+if current ~= fence then return refuse('fence') end
+-- Read before a restart (or on another node before a failover): its fence may be one the
+-- server handed out again since a snapshot, so it proves nothing.
+if ARGV[9] ~= '' and ARGV[9] ~= incarnation() then return refuse('restarted') end
 local version = version_or_nil(ARGV[4])
 -- Read from a source older than an invalidation already seen: do not put it back.
 if mark ~= nil and version ~= nil and version_above(mark, version) then
-  return give_up('version')
+  return refuse('version')
 end
 -- Nor over a value read from a newer source (two lease-less loads share one fence).
 local head = header(get_string(KEYS[1]))
 if version ~= nil and head ~= nil and head.version ~= nil and version_above(head.version, version) then
-  return give_up('version')
+  return refuse('version')
 end
 local ttl = tonumber(ARGV[3]) - now
-if ttl <= 0 then return give_up('expired') end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+if ttl <= 0 then return refuse('expired') end
+if not wrote(redis.pcall('SET', KEYS[1], ARGV[2], 'PX', ttl)) then return refuse('memory') end
 if owner then redis.call('DEL', KEYS[2]) end
+-- The recompute time outlives the value, for whoever waits on the next lease.
+write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl))
 notice(ARGV[5], 'p', fence, ARGV[6])
 return { 'stored', 1 }
