@@ -196,3 +196,44 @@ async fn eight_replicas_make_one_origin_call_per_key_on_every_shard() {
         "keys on every master: {spread:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalidate_all_with_a_master_down_still_clears_every_healthy_master() {
+    let Some(mut cluster) = RedisCluster::start() else {
+        return;
+    };
+    let (one, other) = (
+        replica(Backend::redis_cluster(cluster.node_urls())),
+        replica(Backend::redis_cluster(cluster.node_urls())),
+    );
+    let (first, second) = (cache(&one), cache(&other));
+    let calls = Arc::new(AtomicUsize::new(0));
+    for key in 0..KEYS {
+        load(&first, &calls, key).await;
+    }
+    let spread = keys_per_master(&cluster, "spread");
+    assert!(spread.iter().all(|&n| n > 0), "{spread:?}");
+    cluster.kill(0);
+    let swept = bounded(first.invalidate_all()).await;
+    assert!(swept.is_err(), "a master could not be swept: {swept:?}");
+    assert_eq!(
+        keys_per_master(&cluster, "spread")[1..],
+        [0, 0],
+        "the healthy masters' entries are gone"
+    );
+    // Every key reloads on another replica: the healthy shards were swept, the dead one
+    // is read as down (loaded locally) until it is back, then swept before it is read.
+    cluster.restart(0);
+    let reloaded = Arc::new(AtomicUsize::new(0));
+    for key in 0..KEYS {
+        load(&second, &reloaded, key).await;
+    }
+    assert_eq!(reloaded.load(Ordering::SeqCst), KEYS as usize);
+    // The sweep owed to the returned master is replayed.
+    bounded(async {
+        while one.backend_stats().unwrap().invalidations_queued > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}

@@ -543,6 +543,7 @@ async fn a_lease_whose_grant_reply_is_lost_is_taken_over_and_then_released() {
         "waited {waited:?} on a lease nobody will publish (default lease 5 s)"
     );
     assert_eq!(bounded(lost_read).await.unwrap(), Ok(0), "loaded locally");
+    assert_eq!(second.stats().lease_takeovers, 1, "{:?}", second.stats());
     redis.heal();
 
     // A lost grant with nobody taking it over is released once Redis answers again.
@@ -570,6 +571,8 @@ async fn a_lease_whose_grant_reply_is_lost_is_taken_over_and_then_released() {
         healed.elapsed() < Duration::from_secs(2),
         "the orphaned lease lapsed with its TTL instead of being released"
     );
+    let stats = lost.backend_stats().unwrap();
+    assert!(stats.orphaned_leases_released >= 1, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1209,4 +1212,117 @@ async fn a_copy_made_while_degraded_is_served_no_longer_than_the_stale_window() 
         loaded.elapsed()
     );
     redis.heal();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_never_bring_back_a_version_an_invalidation_retired() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    type Row = (String, u64);
+    redis.cli(&["CONFIG", "SET", "maxmemory", "3mb"]);
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let replicas: Vec<Runtime> = vec![
+        replica(Backend::redis(redis.url())),
+        replica(Backend::tiered(redis.url())),
+        replica(Backend::tiered(redis.url())),
+    ];
+    let caches: Vec<Cache<u64, Row, AppError>> = replicas
+        .iter()
+        .map(|runtime| {
+            let (fresh, stale) = (Duration::from_secs(60), Duration::from_secs(2));
+            let policy = policy("evicted", fresh).stale(stale).build().unwrap();
+            Cache::builder(policy)
+                .runtime(runtime)
+                .source_version(|row: &Row| row.1)
+                .build()
+        })
+        .collect();
+    // A writer filling memory past its limit, so Redis evicts any key, ours included.
+    let mut filler = std::process::Command::new("redis-benchmark")
+        .args(["-p", &redis.port().to_string(), "-q", "-t", "set"])
+        .args([
+            "-n",
+            "100000000",
+            "-r",
+            "100000000",
+            "-d",
+            "2000",
+            "-c",
+            "2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-benchmark runs");
+    let version = Arc::new(AtomicU64::new(0));
+    let load = |cache: &Cache<u64, Row, AppError>, key: u64| {
+        let version = version.clone();
+        let cache = cache.clone();
+        async move {
+            cache
+                .load(key, move || async move {
+                    let read = version.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    Ok((format!("v{read}"), read))
+                })
+                .await
+        }
+    };
+    let mut older = Vec::new();
+    for key in 0..150u64 {
+        version.store(1, Ordering::SeqCst);
+        for cache in &caches {
+            bounded(load(cache, key)).await.unwrap();
+        }
+        // Loads racing invalidations delivered out of order, then the last change.
+        let racing: Vec<_> = caches
+            .iter()
+            .map(|cache| tokio::spawn(load(cache, key)))
+            .collect();
+        let mut versions = [2u64, 3];
+        if key % 2 == 0 {
+            versions.reverse();
+        }
+        for (i, at) in versions.into_iter().enumerate() {
+            version.fetch_max(at, Ordering::SeqCst);
+            let _ = bounded(caches[i % 3].invalidate_at(&key, at)).await;
+        }
+        version.store(4, Ordering::SeqCst);
+        let last = &caches[key as usize % 3];
+        while bounded(last.invalidate_at(&key, 4)).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for racer in racing {
+            let _ = bounded(racer).await.unwrap();
+        }
+        eventually(|| {
+            replicas.iter().all(|runtime| {
+                runtime
+                    .backend_stats()
+                    .is_none_or(|stats| !stats.degraded_now)
+            })
+        })
+        .await;
+        for cache in &caches {
+            let (_, read) = bounded(load(cache, key)).await.unwrap();
+            if read < 4 {
+                older.push((key, read));
+            }
+        }
+    }
+    let evicted = redis.cli(&["INFO", "stats"]);
+    let evicted: u64 = evicted
+        .lines()
+        .find_map(|line| line.strip_prefix("evicted_keys:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    let _ = filler.kill();
+    let _ = filler.wait();
+    assert!(evicted > 1000, "Redis evicted only {evicted} keys");
+    assert!(
+        older.is_empty(),
+        "{} loads after the last invalidation answered an older version: {older:?}",
+        older.len()
+    );
 }

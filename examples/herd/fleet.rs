@@ -9,8 +9,10 @@
 //!
 //! Columns: origin calls per expiry; the cross-replica wake-up, from the moment an origin
 //! call returned on one replica to the moment a caller that had been waiting for that
-//! value on *another* replica got it (publish, notice, re-read), p50 and p99; and the
-//! caller p99.
+//! value on *another* replica got it (publish, notice, re-read), p50 and p99; the caller
+//! p99 and the longest any caller waited. `--pause MS` pauses Redis (`CLIENT PAUSE`)
+//! halfway through each run, while an origin call is running, and counts the origin calls
+//! per expiry outside the pause (from one expiry after it ends).
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use stampede::{Backend, Cache, Policy, Runtime};
 
-const USAGE: &str = "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--chart SVG]
+const USAGE: &str = "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--pause MS] [--chart SVG]
 
 The herd across N replicas (independent runtimes in this process) sharing one Redis:
   --fleet       replicas, 1..=64
@@ -26,6 +28,7 @@ The herd across N replicas (independent runtimes in this process) sharing one Re
   --rate        requests per second on the hot key, over all replicas (default 2000)
   --duration    seconds of load per strategy (default 3)
   --origin-ms   origin latency in milliseconds (default 50)
+  --pause       pause Redis (CLIENT PAUSE) this many milliseconds halfway through each run
   --chart       also draw origin calls per 100 ms for each strategy into this SVG file
 Needs `redis-server` and `redis-cli` on PATH (apt-get install redis-server).";
 
@@ -36,6 +39,7 @@ struct Settings {
     rate: u64,
     duration: Duration,
     origin_latency: Duration,
+    pause: Option<Duration>,
     chart: Option<std::path::PathBuf>,
 }
 
@@ -63,6 +67,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         rate: 2_000,
         duration: Duration::from_secs(3),
         origin_latency: Duration::from_millis(50),
+        pause: None,
         chart: None,
     };
     let mut args = args.peekable();
@@ -73,7 +78,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
                 settings.cluster = true;
                 continue;
             }
-            "--fleet" | "--rate" | "--duration" | "--origin-ms" | "--chart" => {}
+            "--fleet" | "--rate" | "--duration" | "--origin-ms" | "--pause" | "--chart" => {}
             other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -88,6 +93,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             "--origin-ms" => {
                 settings.origin_latency = Duration::from_millis(number("milliseconds")?)
             }
+            "--pause" => settings.pause = Some(Duration::from_millis(number("milliseconds")?)),
             "--chart" => settings.chart = Some(value.into()),
             _ => unreachable!("every flag was matched above"),
         }
@@ -153,6 +159,25 @@ enum Store {
     Cluster(testkit::RedisCluster),
 }
 
+impl Store {
+    /// `CLIENT PAUSE` on every master (commands wait, connections stay up), sent from a
+    /// thread of its own so the load does not wait for `redis-cli`.
+    fn pause(&self, pause: Duration) {
+        let ports: Vec<u16> = match self {
+            Store::Node(redis) => vec![redis.port()],
+            Store::Cluster(cluster) => (0..3).map(|node| cluster.port(node)).collect(),
+        };
+        let millis = pause.as_millis().to_string();
+        std::thread::spawn(move || {
+            for port in ports {
+                let _ = std::process::Command::new("redis-cli")
+                    .args(["-p", &port.to_string(), "CLIENT", "PAUSE", &millis])
+                    .output();
+            }
+        });
+    }
+}
+
 /// The slow origin, shared by every replica: counts calls and remembers when each
 /// returned and on which replica, so a caller can tell how long after that it was served.
 #[derive(Default)]
@@ -162,13 +187,17 @@ struct Database {
     returned: Mutex<Vec<(usize, Instant)>>,
     /// When each call started.
     calls_at: Mutex<Vec<Instant>>,
+    /// Calls running now.
+    running: AtomicUsize,
 }
 
 impl Database {
     async fn load(&self, replica: usize, latency: Duration) -> Result<u64, stampede::Error> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
         self.calls_at.lock().unwrap().push(Instant::now());
+        self.running.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(latency).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
         let mut returned = self.returned.lock().unwrap();
         if returned.len() <= call {
             returned.resize(call + 1, (usize::MAX, Instant::now()));
@@ -190,8 +219,11 @@ struct Row {
     origin_calls: usize,
     wake_ups: Vec<Duration>,
     caller_p99: Duration,
+    longest_wait: Duration,
     /// When each origin call after the warm-up started, from the start of load.
     origin_calls_at: Vec<Duration>,
+    /// When Redis was paused, from the start of load.
+    paused_at: Option<Duration>,
 }
 
 fn run(settings: &Settings) -> ExitCode {
@@ -212,8 +244,11 @@ fn run(settings: &Settings) -> ExitCode {
     let expiries = (settings.duration.as_secs_f64() / period.as_secs_f64())
         .floor()
         .max(1.0);
+    let paused = settings.pause.map_or(String::new(), |pause| {
+        format!(", Redis paused {pause:?} halfway")
+    });
     println!(
-        "one hot key on {} replicas ({}), {} req/s in all for {:?}, origin {:?}, fresh {:?}, lease {:?} (about {:.0} expiries)\n",
+        "one hot key on {} replicas ({}), {} req/s in all for {:?}, origin {:?}, fresh {:?}, lease {:?} (about {:.0} expiries){paused}\n",
         settings.replicas,
         if settings.cluster { "a 3-master Redis Cluster" } else { "one redis-server" },
         settings.rate,
@@ -223,8 +258,13 @@ fn run(settings: &Settings) -> ExitCode {
         LEASE,
         expiries,
     );
+    let outside = if settings.pause.is_some() {
+        format!(" {:>16}", "outside pause")
+    } else {
+        String::new()
+    };
     println!(
-        "{:<24} {:>9} {:>13} {:>11} {:>9} {:>12} {:>12} {:>11}",
+        "{:<24} {:>9} {:>13} {:>11} {:>9} {:>12} {:>12} {:>11} {:>11}{outside}",
         "strategy",
         "requests",
         "origin calls",
@@ -232,18 +272,29 @@ fn run(settings: &Settings) -> ExitCode {
         "wake-ups",
         "wake p50",
         "wake p99",
-        "caller p99"
+        "caller p99",
+        "max wait"
     );
     let mut origin_calls_at = Vec::new();
     for (run_number, strategy) in Strategy::ALL.into_iter().enumerate() {
         let mut row = runtime.block_on(one(settings, &store, strategy, run_number));
+        let outside = match (settings.pause, row.paused_at) {
+            (Some(pause), Some(at)) => {
+                let (calls, expiries) = outside_pause(&row, settings, at, pause, period);
+                format!(
+                    " {:>16}",
+                    format!("{:.1} per expiry", calls as f64 / expiries)
+                )
+            }
+            _ => String::new(),
+        };
         origin_calls_at.push((strategy.name(), std::mem::take(&mut row.origin_calls_at)));
         let at = |q: f64| match row.wake_ups.len() {
             0 => "-".to_owned(),
             n => format!("{:.2?}", row.wake_ups[((n - 1) as f64 * q) as usize]),
         };
         println!(
-            "{:<24} {:>9} {:>13} {:>11.1} {:>9} {:>12} {:>12} {:>11}",
+            "{:<24} {:>9} {:>13} {:>11.1} {:>9} {:>12} {:>12} {:>11} {:>11}{outside}",
             strategy.name(),
             row.requests,
             row.origin_calls,
@@ -252,6 +303,7 @@ fn run(settings: &Settings) -> ExitCode {
             at(0.50),
             at(0.99),
             format!("{:.2?}", row.caller_p99),
+            format!("{:.2?}", row.longest_wait),
         );
     }
     if let Some(path) = &settings.chart {
@@ -266,6 +318,26 @@ fn run(settings: &Settings) -> ExitCode {
         println!("\nchart: {}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// The origin calls of a run that started outside a pause at `at` (from one expiry
+/// `period` before it to one after it ended), and the expiries that time holds.
+fn outside_pause(
+    row: &Row,
+    settings: &Settings,
+    at: Duration,
+    pause: Duration,
+    period: Duration,
+) -> (usize, f64) {
+    let (from, to) = (at.saturating_sub(period), at + pause + period);
+    let calls = (row.origin_calls_at.iter())
+        .filter(|&&call| call < from || call > to)
+        .count();
+    let outside = settings.duration.saturating_sub(to - from);
+    (
+        calls,
+        (outside.as_secs_f64() / period.as_secs_f64()).max(1.0),
+    )
 }
 
 async fn one(settings: &Settings, store: &Store, strategy: Strategy, run: usize) -> Row {
@@ -300,12 +372,21 @@ async fn one(settings: &Settings, store: &Store, strategy: Strategy, run: usize)
     let warm_calls = db.calls.load(Ordering::SeqCst);
     let (served_tx, mut served_rx) = tokio::sync::mpsc::unbounded_channel();
     let started = Instant::now();
+    let mut paused_at = None;
     let mut tick = tokio::time::interval(Duration::from_millis(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let (mut owed, per_tick) = (0.0, settings.rate as f64 / 1_000.0);
     let mut requests = 0;
     while started.elapsed() < settings.duration {
         tick.tick().await;
+        // Halfway, while an origin call runs: Redis stops answering for the pause.
+        if let Some(pause) = settings.pause {
+            let due = started.elapsed() >= settings.duration / 2;
+            if paused_at.is_none() && due && db.running.load(Ordering::SeqCst) > 0 {
+                store.pause(pause);
+                paused_at = Some(started.elapsed());
+            }
+        }
         owed += per_tick;
         while owed >= 1.0 {
             owed -= 1.0;
@@ -354,6 +435,8 @@ async fn one(settings: &Settings, store: &Store, strategy: Strategy, run: usize)
             .get(((latencies.len().max(1) - 1) as f64 * 0.99) as usize)
             .copied()
             .unwrap_or_default(),
+        longest_wait: latencies.last().copied().unwrap_or_default(),
         origin_calls_at,
+        paused_at,
     }
 }
