@@ -3,7 +3,9 @@
 //! under the lease's fence, what memory keeps, invalidating, and the notice listener that
 //! keeps memory copies in line with the store.
 use super::*;
-use crate::store::shared::{Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Wake};
+use crate::store::shared::{
+    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice, NoticeKind, Wake,
+};
 use crate::store::tiered::Wrote;
 
 impl<K, V, E> Inner<K, V, E>
@@ -430,8 +432,41 @@ where
     }
 }
 
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Another replica published a newer value of `key` (a refresh): this replica's copy
+    /// is served as stale from now, if its stale window allows, so the next call reads the
+    /// newer value in the background instead of every caller waiting for the read. `false`
+    /// when it cannot be: the copy is dropped instead.
+    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice) -> bool {
+        let now = self.clock.now();
+        let Some(held) = self.store.get_shared(key) else {
+            return false;
+        };
+        if held.stale_until <= now {
+            return false;
+        }
+        let demoted = self.store.replace_if(key, held.generation, |held| Envelope {
+            fresh_until: now,
+            ..held.clone()
+        });
+        if demoted {
+            // Heard from now on, from the notice's fence up.
+            if let Some(entry) = tier.address(key) {
+                tier.copied(&entry, key, notice.fence);
+            }
+        }
+        demoted
+    }
+}
+
 /// Keeps a cache's memory copies and running loads in line with the shared store: a
-/// notice from another replica drops the copy it names and detaches a load it outdates; a
+/// notice from another replica drops the copy it names (or, for a refresh, serves it as
+/// stale until the newer value is read) and detaches a load it outdates; a
 /// lost (or lagging) subscription drops every copy and detaches every load, and so does
 /// subscribing again, since notices sent in between were missed.
 pub(super) async fn listen<K, V, E>(
@@ -461,8 +496,11 @@ pub(super) async fn listen<K, V, E>(
                     inner.flights.invalidate(&key);
                 }
                 if let Some(key) = tier.noticed(&notice) {
-                    inner.store.invalidate(&key);
-                    inner.forget_error(&key);
+                    if !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
+                    {
+                        inner.store.invalidate(&key);
+                        inner.forget_error(&key);
+                    }
                 }
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)

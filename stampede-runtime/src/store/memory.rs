@@ -78,6 +78,31 @@ where
         self.entries.invalidate(key);
     }
 
+    /// Replaces `key`'s envelope with `replace(current)` if it is still the one of
+    /// `generation`; `true` if it did. Atomic with inserts of the same key.
+    pub(crate) fn replace_if(
+        &self,
+        key: &K,
+        generation: u64,
+        replace: impl FnOnce(&Envelope<V>) -> Envelope<V>,
+    ) -> bool
+    where
+        K: Clone,
+    {
+        use moka::ops::compute::Op;
+        let mut replaced = false;
+        self.entries
+            .entry(key.clone())
+            .and_compute_with(|held| match held {
+                Some(held) if held.value().generation == generation => {
+                    replaced = true;
+                    Op::Put(Arc::new(replace(held.value())))
+                }
+                _ => Op::Nop,
+            });
+        replaced
+    }
+
     pub(crate) fn invalidate_all(&self) {
         self.entries.invalidate_all();
     }

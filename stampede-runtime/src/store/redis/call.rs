@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How many response timeouts a timed-out call may still answer in and count as alive.
-pub(super) const LATE_GRACE: u32 = 2;
+pub(super) const LATE_GRACE: u32 = 4;
 
 impl Inner {
     /// Runs one call on the master owning `key`'s slot (see [`Inner::call_through`]).
