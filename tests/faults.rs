@@ -1326,3 +1326,48 @@ async fn evictions_never_bring_back_a_version_an_invalidation_retired() {
         older.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_elsewhere_leaves_a_tiered_copy_serving_while_the_newer_value_is_read() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (one, other) = (
+        replica(Backend::tiered(redis.url())),
+        replica(Backend::tiered(redis.url())),
+    );
+    let policy = || policy("demoted", Duration::from_secs(60)).stale(Duration::from_secs(60));
+    let (reader, refresher): (Cache<u64, u64, _>, Cache<u64, u64, _>) =
+        (cache(&one, policy()), cache(&other, policy()));
+    let source = Source::default();
+    source.load(&reader, 99, Duration::ZERO).await.unwrap();
+    subscribed(&one).await;
+    source.set(1);
+    assert_eq!(source.load(&reader, 1, Duration::ZERO).await, Ok(1));
+    let misses = reader.stats().misses;
+    source.set(2);
+    let before = received(&one);
+    bounded(refresher.refresh(1, || async { Ok(2) }))
+        .await
+        .unwrap();
+    notices_beyond(&one, before, 1).await;
+    // The copy answers at once (as stale, once the notice is handled), and the newer value
+    // is read behind it.
+    bounded(async {
+        while source.load(&reader, 1, Duration::ZERO).await != Ok(2) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    let stats = reader.stats();
+    assert_eq!(stats.misses, misses, "no caller waited for the newer value");
+    assert!(
+        stats.stale_hits >= 1,
+        "served as stale meanwhile: {stats:?}"
+    );
+    assert_eq!(
+        source.calls(),
+        2,
+        "read from Redis, not the origin: {stats:?}"
+    );
+}

@@ -450,10 +450,12 @@ where
         if held.stale_until <= now {
             return false;
         }
-        let demoted = self.store.replace_if(key, held.generation, |held| Envelope {
-            fresh_until: now,
-            ..held.clone()
-        });
+        let demoted = self
+            .store
+            .replace_if(key, held.generation, |held| Envelope {
+                fresh_until: now,
+                ..held.clone()
+            });
         if demoted {
             // Heard from now on, from the notice's fence up.
             if let Some(entry) = tier.address(key) {
