@@ -1,6 +1,6 @@
 //! The attribute's grammar: `#[cached(name = value, flag, list(...), ...)]` into a typed
 //! model, every mistake collected rather than stopping at the first.
-use crate::check::Ctxt;
+use crate::ctxt::Ctxt;
 use proc_macro2::{Span, TokenStream};
 use stampede_settings as settings;
 use syn::parse::{Parse, ParseStream};

@@ -2,47 +2,15 @@
 //! cannot honour, signatures the cache cannot hold. Every mistake is collected in one
 //! [`Ctxt`] and reported together, each under the token at fault.
 use crate::args::{Args, LoadMode, Millis, Returning, Set};
+use crate::ctxt::Ctxt;
 use proc_macro2::Span;
-use quote::ToTokens;
 use std::collections::BTreeSet;
-use std::fmt::Display;
 use syn::punctuated::Punctuated;
 use syn::visit::Visit;
 use syn::{
     Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PatIdent, PathArguments, ReceiverKind,
     ReturnType, Type,
 };
-
-/// Errors of one attribute, reported together.
-#[derive(Default)]
-pub(crate) struct Ctxt {
-    errors: Vec<syn::Error>,
-}
-
-impl Ctxt {
-    pub(crate) fn error(&mut self, tokens: impl ToTokens, message: impl Display) {
-        self.errors.push(syn::Error::new_spanned(tokens, message));
-    }
-
-    pub(crate) fn error_at(&mut self, span: Span, message: impl Display) {
-        self.errors.push(syn::Error::new(span, message));
-    }
-
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        self.errors.push(error);
-    }
-
-    pub(crate) fn finish(self) -> Result<(), syn::Error> {
-        let mut errors = self.errors.into_iter();
-        match errors.next() {
-            None => Ok(()),
-            Some(mut first) => {
-                errors.for_each(|e| first.combine(e));
-                Err(first)
-            }
-        }
-    }
-}
 
 /// How the leader runs the origin (ARCHITECTURE.md, decision 1).
 #[derive(Clone, Copy, PartialEq, Eq)]

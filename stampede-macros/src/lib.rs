@@ -6,6 +6,7 @@
 
 mod args;
 mod check;
+mod ctxt;
 mod expand;
 
 use proc_macro::TokenStream;
@@ -46,7 +47,7 @@ pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
             return with_original(error, original);
         }
     };
-    let mut cx = check::Ctxt::default();
+    let mut cx = ctxt::Ctxt::new();
     let args = args::Args::parse(attr.into(), &mut cx);
     let plan = check::check(args, &func, &mut cx);
     match (cx.finish(), plan) {
