@@ -2,7 +2,7 @@
 //! builds the key, finds the function's cache and loads through it. Beside it, a handle
 //! constant (`LOAD_PROFILE` for `load_profile`). Generated code reaches the runtime only
 //! through `::stampede::__private`.
-use crate::check::{Key, Mode, Param, Plan, Returns};
+use crate::plan::{Key, Mode, Param, Plan, Returns};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,6 +8,7 @@ mod args;
 mod check;
 mod ctxt;
 mod expand;
+mod plan;
 
 use proc_macro::TokenStream;
 

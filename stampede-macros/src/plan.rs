@@ -1,0 +1,107 @@
+//! The checked model of one `#[cached]` function: what the checks accept and the
+//! expansion reads. Every field is known to be consistent with the function it came from.
+use crate::args::{CacheErrors, Millis};
+use proc_macro2::Span;
+use syn::{Expr, Ident, LitStr, PatIdent, Path, Type};
+
+/// How the leader runs the origin (ARCHITECTURE.md, decision 1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Every argument is owned: the origin runs as its own task.
+    Detached,
+    /// Something borrows: the origin runs in the leading caller, with takeover.
+    Inline,
+}
+
+/// One argument of the function.
+pub(crate) struct Param {
+    pub(crate) pat: PatIdent,
+    pub(crate) ty: Type,
+    /// `&T` or `&mut T`: the key holds `T::Owned`.
+    pub(crate) by_ref: bool,
+}
+
+impl Param {
+    pub(crate) fn ident(&self) -> &Ident {
+        &self.pat.ident
+    }
+}
+
+// One per attribute, built once at compile time: size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Key {
+    /// Arguments themselves (one, several as a tuple in the order written, or none):
+    /// the key's type comes from their types.
+    Params(Vec<usize>),
+    /// Any other expression, evaluated as written before the body; its type is
+    /// `key_type`.
+    Expr { expr: Expr, ty: Type },
+}
+
+/// What the function returns, and so what its cache holds.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Returns {
+    /// A `Result` (named `Result`, or `returns = result`): only `Ok` is cached. The
+    /// compiler confirms it is one.
+    Result { ty: Type, ok: Type, err: Type },
+    /// A plain value: cannot fail. The compiler confirms it is no `Result` in disguise
+    /// (an alias), which would otherwise cache its errors.
+    Value(Type),
+}
+
+impl Returns {
+    /// The type of the values the cache holds: the `Ok` type, or the plain value's.
+    pub(crate) fn cached(&self) -> &Type {
+        match self {
+            Returns::Result { ok, .. } => ok,
+            Returns::Value(ty) => ty,
+        }
+    }
+}
+
+/// An argument (or `self`) whose owned clone the origin runs on, so it needs no borrow.
+pub(crate) struct Cloned {
+    /// The name as written in `clone(...)`: an unfit type is reported under it.
+    pub(crate) written: Ident,
+    /// The argument is a reference: the clone is of its target, and the body gets a
+    /// reference to the clone, so it reads as written.
+    pub(crate) by_ref: bool,
+    pub(crate) is_self: bool,
+}
+
+/// A checked attribute, ready to expand.
+pub(crate) struct Plan {
+    pub(crate) fresh: Millis,
+    pub(crate) stale: Option<Millis>,
+    pub(crate) stale_if_error: Option<Millis>,
+    pub(crate) timeout: Option<Millis>,
+    pub(crate) lease: Option<Millis>,
+    pub(crate) coalesce: bool,
+    pub(crate) xfetch: Option<f64>,
+    pub(crate) jitter: Option<f64>,
+    pub(crate) admission: Option<LitStr>,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) version: Option<u32>,
+    pub(crate) capacity: Option<u64>,
+    pub(crate) local: bool,
+    /// In an `impl Trait for T`, which cannot take an associated constant the trait does
+    /// not declare: no handle.
+    pub(crate) trait_impl: bool,
+    /// `cache_none = false`: a `None` is the answer of its load, never stored.
+    pub(crate) skip_none: bool,
+    /// `cache_errors(if = ..., for = ...)`: negative caching.
+    pub(crate) cache_errors: Option<CacheErrors>,
+    pub(crate) map_error: Option<Path>,
+    /// `source_version = f`: a `fn(&V) -> u64` over the cached value.
+    pub(crate) source_version: Option<Expr>,
+    pub(crate) key: Key,
+    /// The key expression's span, when one was written.
+    pub(crate) key_span: Option<Span>,
+    pub(crate) key_type: Option<Type>,
+    pub(crate) returns: Returns,
+    pub(crate) mode: Mode,
+    /// A plain `fn`: blocking loads, inline.
+    pub(crate) sync: bool,
+    pub(crate) params: Vec<Param>,
+    pub(crate) cloned: Vec<Cloned>,
+}
