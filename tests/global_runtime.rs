@@ -7,7 +7,7 @@
 mod common;
 
 use common::{run_child, AppError, ConfigFile, Origin, REPORT};
-use stampede::{Cache, Error, Overrides, Policy, Runtime};
+use stampede::{Cache, CacheBuilder, Error, Overrides, Policy, Runtime};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -21,13 +21,15 @@ fn config(file: &ConfigFile) -> (&'static str, OsString) {
     ("STAMPEDE_CONFIG", file.0.clone().into_os_string())
 }
 
-/// What the `#[cached]` attribute generates for a function named `user-profile` that is
-/// fresh for a minute: its cache, built through the same entry point.
+/// The cache of a function named `user-profile` that is fresh for a minute, built as the
+/// `#[cached]` attribute builds one: without a runtime of its own, so it binds the
+/// process's.
 fn user_profile() -> Cache<u32, usize, AppError> {
-    stampede::__private::build_cache(
-        Policy::builder("user-profile").fresh(Duration::from_secs(60)),
-        AppError::from,
-    )
+    let policy = Policy::builder("user-profile")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    CacheBuilder::new(policy, AppError::from).build()
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -7,8 +7,8 @@
 //! a static of its own, so a call costs one load and one pointer compare; the handle, a
 //! constant that cannot name that static, finds the same cache by the same identity.
 use crate::bounds::{CacheKey, LocalValue, SharedError};
+use crate::cache::Cache;
 use crate::error::Error;
-use crate::loader::Cache;
 use crate::stats::Stats;
 use std::any::Any;
 use std::collections::HashMap;

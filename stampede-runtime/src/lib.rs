@@ -16,12 +16,8 @@
 #![warn(missing_docs)]
 
 mod admission;
-#[doc(hidden)]
-pub mod asserted;
-#[doc(hidden)]
-pub mod attribute;
-mod blocking;
 mod bounds;
+mod cache;
 mod cache_if;
 mod clock;
 mod config;
@@ -30,29 +26,26 @@ mod envelope;
 mod error;
 mod failure;
 mod flight;
-#[cfg(test)]
-mod flight_tests;
-#[doc(hidden)]
-pub mod guards;
 mod handle;
-mod loader;
+#[doc(hidden)]
+pub mod macro_support;
+mod memory;
 mod negative;
 mod per_call;
 mod policy;
+mod remote;
 mod stats;
-mod store;
-mod sync;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod warmup;
 pub mod xfetch;
 
 pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
+pub use cache::{Cache, CacheBuilder};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
 pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
-pub use loader::{Cache, CacheBuilder};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use stats::{BackendStats, Stats};

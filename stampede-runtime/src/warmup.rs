@@ -1,6 +1,6 @@
 //! Preloading known hot keys before traffic arrives, so the first requests after a deploy
 //! or a flush hit a warm cache instead of stampeding a cold one.
-use crate::loader::Cache;
+use crate::cache::Cache;
 use futures_util::StreamExt;
 use std::future::Future;
 use std::hash::Hash;

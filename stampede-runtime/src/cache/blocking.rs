@@ -1,0 +1,159 @@
+//! Loads for callers that are threads, not tasks: a plain `fn` under `#[cached]`.
+//!
+//! A blocking load is an inline load (see [`Cache::load_inline`]) driven to its end on
+//! the calling thread, which parks while it waits. So threads share flights with each
+//! other and with async callers of the same cache: one origin call per key at a time, the
+//! fresh and stale windows, jitter, XFetch and the counters all apply. A thread that finds
+//! a load of its key running blocks until that load settles; if the leading thread's
+//! origin panics, the panic reaches that thread and one waiting thread takes over and
+//! calls the origin. What needs a runtime of its own does not happen: a stale-window or
+//! XFetch refresh runs in the thread that triggers it (every other thread gets the
+//! current value at once), and outside a Tokio runtime no deadline is kept.
+use crate::cache::{Cache, Lookup};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+impl<K, V, E> Cache<K, V, E>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Returns `key`'s value, loading it through the blocking `origin` when nothing
+    /// servable is cached; the calling thread waits for a load of its key that is running
+    /// (see the module's documentation above for what applies).
+    ///
+    /// Call it from threads, not from async tasks: waiting parks the whole thread.
+    pub fn load_blocking<F>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Result<V, E>,
+    {
+        // A fresh hit is answered before a waker is made (an allocation) for the load.
+        match self.lookup(&key) {
+            Lookup::Fresh(value) => Ok(value),
+            Lookup::Load(found) => block_on(
+                self.load_inline_found(key, found, move |key| std::future::ready(origin(key))),
+            ),
+        }
+    }
+
+    /// [`Cache::refresh`] for callers that are threads: the blocking `origin` is called
+    /// whatever the cache holds, and what it returns is stored.
+    pub fn refresh_blocking<F>(&self, key: K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Result<V, E>,
+    {
+        block_on(self.refresh_keyed(key, move |key| std::future::ready(origin(key))))
+    }
+}
+
+/// Wakes the parked thread that drives a blocking load.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drives `future` on this thread, parked while it is pending. A spurious unpark only
+/// costs one more poll.
+fn block_on<T>(future: impl Future<Output = T>) -> T {
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => thread::park(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cache, Policy};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+    use std::time::{Duration, Instant};
+
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn threads_that_miss_one_key_together_share_one_origin_call() {
+        const THREADS: usize = 8;
+        let policy = Policy::builder("blocking")
+            .fresh(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let cache: Cache<u32, usize> = Cache::new(policy);
+        let calls = AtomicUsize::new(0);
+        let start = Barrier::new(THREADS);
+        std::thread::scope(|scope| {
+            for _ in 0..THREADS {
+                scope.spawn(|| {
+                    start.wait();
+                    let answer = cache.load_blocking(1, |_| {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        // Held until every other thread waits on this load.
+                        let until = Instant::now() + DEADLINE;
+                        while cache.stats().coalesced < (THREADS - 1) as u64 {
+                            assert!(Instant::now() < until, "the other threads never joined");
+                            std::thread::yield_now();
+                        }
+                        Ok(7)
+                    });
+                    assert_eq!(answer, Ok(7));
+                });
+            }
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(cache.stats().origin_calls, 1);
+    }
+
+    #[test]
+    fn a_waiting_thread_takes_over_when_the_leading_thread_panics() {
+        let policy = Policy::builder("blocking-takeover")
+            .fresh(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let cache: Cache<u32, usize> = Cache::new(policy);
+        let calls = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let leader = scope.spawn(|| {
+                cache.load_blocking(1, |_| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let until = Instant::now() + DEADLINE;
+                    while cache.stats().coalesced < 1 {
+                        assert!(Instant::now() < until, "the waiter never joined");
+                        std::thread::yield_now();
+                    }
+                    panic!("the origin failed");
+                })
+            });
+            let waiter = scope.spawn(|| {
+                let until = Instant::now() + DEADLINE;
+                while calls.load(Ordering::SeqCst) == 0 {
+                    assert!(Instant::now() < until, "the leader never started");
+                    std::thread::yield_now();
+                }
+                cache.load_blocking(1, |_| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Ok(9)
+                })
+            });
+            assert!(
+                leader.join().is_err(),
+                "the panic reaches the leading thread"
+            );
+            assert_eq!(waiter.join().unwrap(), Ok(9), "the waiter took over");
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}

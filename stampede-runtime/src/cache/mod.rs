@@ -1,0 +1,569 @@
+//! The path of one call, and the only module that knows the order of its steps:
+//!
+//! ```text
+//! lookup -> Fresh -> (XFetch says refresh early? start one refresh) -> value
+//!        -> Stale -> start one refresh -> stale value
+//!        -> Expired or absent -> join the key's flight, within the caller's deadline
+//!              waiter -> the leader's outcome (or take over if the leader was dropped)
+//!              leader -> re-check memory -> the shared store (redis, tiered backends)
+//!                        -> fresh there? take it, wake waiters
+//!                        -> admission permit -> origin
+//!                        -> publish (the shared store under the read's fence, then
+//!                           memory, then wake waiters)
+//!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
+//! ```
+//!
+//! Two leader modes (ARCHITECTURE.md, decision 1): [`Cache::load`] runs the origin as its own task,
+//! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
+//! the leading caller's task, for origins that borrow, and a waiter takes over when that
+//! caller goes away.
+//!
+//! Here: the public [`Cache`] API. [`lookup`]: the hit path and the dispatch on what memory
+//! holds. [`modes`]: flights and the two leader modes. [`pipeline`]: the leader's steps, in
+//! order. [`shared`]: each step's part on the shared store.
+mod blocking;
+mod leader;
+mod load;
+mod lookup;
+mod remote;
+mod write;
+
+pub use lookup::{Lookup, Unanswered};
+
+use crate::admission::Gate;
+use crate::clock::{Clock, Instant};
+use crate::config::Runtime;
+use crate::deadline;
+use crate::envelope::{Envelope, State};
+use crate::error::Error;
+use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::memory::MemoryStore;
+use crate::negative::KnownErrors;
+use crate::policy::Policy;
+use crate::remote::store::StoreEvent;
+use crate::remote::tier::{Codec, Found, Tier};
+use crate::stats::{Counters, Observed, Stats};
+use crate::xfetch;
+use futures_util::future::Either;
+use futures_util::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, OwnedSemaphorePermit};
+use tracing::Instrument;
+
+/// A cache whose misses load through a caller-supplied origin, once per key at a time.
+///
+/// `E` is the error type of fallible origins; framework failures reach callers as
+/// `E::from(stampede::Error)` (see [`Cache::with_error_map`] where `From` cannot be written).
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::{Cache, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let policy = Policy::builder("square").fresh(Duration::from_secs(60)).build().unwrap();
+/// let cache: Cache<u64, u64> = Cache::new(policy);
+/// let value = cache.load(12, || async { Ok(12 * 12) }).await.unwrap();
+/// assert_eq!(value, 144);
+/// // Served from memory; the origin is not called again.
+/// let again = cache.load(12, || async { unreachable!() }).await.unwrap();
+/// assert_eq!((again, cache.stats().origin_calls), (144, 1));
+/// # }
+/// ```
+pub struct Cache<K, V, E = Error> {
+    inner: Arc<Inner<K, V, E>>,
+}
+
+/// Builds a [`Cache`] with settings beyond its [`Policy`].
+#[must_use]
+pub struct CacheBuilder<K, V, E> {
+    policy: Policy,
+    /// Unset: the runtime's clock.
+    clock: Option<Clock>,
+    map_error: fn(Error) -> E,
+    runtime: Option<Runtime>,
+    /// The callers cannot receive an error (functions returning a plain value).
+    infallible: bool,
+    /// Why this cache may serve no load whatever its runtime says.
+    refusal: Option<Error>,
+    /// How keys and values are written to a shared store; without one the cache stays in
+    /// memory under any backend.
+    codec: Option<Codec<K, V>>,
+    source_version: Option<fn(&V) -> u64>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V, E> CacheBuilder<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Framework failures reach callers as `map_error(stampede::Error)`. The cache stays
+    /// in memory whatever the runtime's backend, unless [`shared`](Self::shared) lets it
+    /// go to the shared store ([`Cache::builder`] does).
+    pub fn new(policy: Policy, map_error: fn(Error) -> E) -> Self {
+        CacheBuilder {
+            policy,
+            clock: None,
+            map_error,
+            runtime: None,
+            infallible: false,
+            refusal: None,
+            codec: None,
+            source_version: None,
+            types: PhantomData,
+        }
+    }
+
+    /// Reads the version of the source each loaded value was read at (a row's version
+    /// column, an outbox sequence, a log offset), so [`Cache::invalidate_at`] can tell a
+    /// late invalidation from a new one, and a value read before an invalidation (from a
+    /// lagging read replica, say) is not stored after it. Versions must grow with every
+    /// change of the source; on Redis they are compared exactly up to `u64::MAX`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Error, Policy};
+    ///
+    /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+    /// struct Row { name: String, version: u64 }
+    ///
+    /// let policy = Policy::builder("rows").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, Row> = Cache::builder(policy)
+    ///     .source_version(|row: &Row| row.version)
+    ///     .build();
+    /// ```
+    pub fn source_version(mut self, version: fn(&V) -> u64) -> Self {
+        self.source_version = Some(version);
+        self
+    }
+
+    /// Lets the cache keep its values where its runtime's backend says (Redis, or memory
+    /// in front of Redis): serde writes the key into the entry's name and the value into
+    /// its envelope. Caches of the same `name`, `version` and key type address the same
+    /// entries, in code or through `#[cached]`.
+    pub fn shared(mut self) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        self.codec = Some(Codec::new());
+        self
+    }
+
+    /// Keeps the cache in this process's memory whatever the runtime's backend (what
+    /// `local` does on the attribute).
+    pub fn local(mut self) -> Self {
+        self.codec = None;
+        self
+    }
+
+    /// Where the cache reads the time (default: its runtime's, see
+    /// [`RuntimeBuilder::clock`](crate::RuntimeBuilder::clock)).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The runtime whose admission semaphores and per-function overrides the cache uses
+    /// (default: the process's, see [`Runtime::global`]).
+    pub fn runtime(mut self, runtime: &Runtime) -> Self {
+        self.runtime = Some(runtime.clone());
+        self
+    }
+
+    /// For callers that cannot receive an error: configuration that would answer them
+    /// with one (a deadline, an admission limit or a fail-safe override, a broken file)
+    /// is left out with a warning, and the function keeps working with its compiled
+    /// settings.
+    pub(crate) fn infallible(mut self) -> Self {
+        self.infallible = true;
+        self
+    }
+
+    /// Every load fails with `error` (a name another cache already has), as with a
+    /// broken configuration.
+    pub(crate) fn refuse(mut self, error: Option<Error>) -> Self {
+        self.refusal = error;
+        self
+    }
+
+    /// The cache, with its runtime's overrides for the policy's name applied. A runtime
+    /// that cannot serve it (an admission name it does not define; an invalid environment
+    /// on first use) does not fail here: every load fails with that error instead.
+    pub fn build(self) -> Cache<K, V, E> {
+        let runtime = self.runtime.map_or_else(Runtime::global, Ok);
+        let compiled = self.policy.clone();
+        let clock = match (self.clock, &runtime) {
+            (Some(clock), _) => clock,
+            (None, Ok(runtime)) => runtime.clock().clone(),
+            (None, Err(_)) => Clock::default(),
+        };
+        let (policy, gate) = match &runtime {
+            Ok(runtime) => runtime.bind(self.policy),
+            Err(error) => {
+                let cache = self.policy.name().clone();
+                let error = error.clone();
+                (self.policy, Gate::Closed(Error::Config { cache, error }))
+            }
+        };
+        let gate = self.refusal.map_or(gate, Gate::Closed);
+        let (policy, gate) = match (self.infallible, gate) {
+            (false, gate) => (policy, gate),
+            (true, Gate::Closed(error)) => {
+                tracing::warn!(target: "stampede", %error, "configuration ignored: this function cannot fail");
+                (compiled, Gate::Open)
+            }
+            (true, _) if policy.has_error_path() => {
+                tracing::warn!(
+                    target: "stampede",
+                    cache = %policy.name(),
+                    "timeout, admission and stale_if_error overrides ignored: this function cannot fail"
+                );
+                (policy.without_error_path(), Gate::Open)
+            }
+            (true, gate) => (policy, gate),
+        };
+        let shared = match (&runtime, self.codec) {
+            (Ok(runtime), Some(codec)) => {
+                runtime
+                    .backend()
+                    .keeps_memory()
+                    .map(|keeps_memory| RemoteSide {
+                        runtime: runtime.clone(),
+                        codec,
+                        keeps_memory,
+                        tier: OnceLock::new(),
+                    })
+            }
+            _ => None,
+        };
+        let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
+        let inner = Arc::new_cyclic(|me| Inner {
+            store: MemoryStore::new(&policy, clock.is_real_time()),
+            known_errors,
+            policy,
+            gate,
+            clock,
+            flights: Arc::new(Flights::new()),
+            counters: Counters::default(),
+            generation: AtomicU64::new(0),
+            map_error: self.map_error,
+            shared,
+            source_version: self.source_version,
+            marks: OnceLock::new(),
+            me: me.clone(),
+        });
+        if let Ok(runtime) = runtime {
+            let observed: Weak<dyn Observed> = Arc::downgrade(&inner) as Weak<_>;
+            runtime.register(observed);
+        }
+        Cache { inner }
+    }
+}
+
+struct Inner<K, V, E> {
+    policy: Policy,
+    gate: Gate,
+    clock: Clock,
+    store: MemoryStore<K, V>,
+    /// Errors kept by negative caching (`cache_errors`), when the policy asks for it.
+    known_errors: Option<KnownErrors<K, E>>,
+    flights: Arc<Flights<K, Result<V, E>>>,
+    counters: Counters,
+    generation: AtomicU64,
+    map_error: fn(Error) -> E,
+    /// The shared store, for a cache that may go there on a runtime that has one.
+    shared: Option<RemoteSide<K, V>>,
+    source_version: Option<fn(&V) -> u64>,
+    /// In memory only (the shared store keeps its own): the highest source version
+    /// invalidated per key, kept as long as the shared store keeps its marks.
+    marks: OnceLock<moka::sync::Cache<K, u64>>,
+    /// Itself, for the notice listener it starts.
+    me: Weak<Inner<K, V, E>>,
+}
+
+/// A cache's way to the shared store, connected on its first load.
+struct RemoteSide<K, V> {
+    runtime: Runtime,
+    codec: Codec<K, V>,
+    /// Tiered: memory keeps copies of shared values.
+    keeps_memory: bool,
+    tier: OnceLock<Option<Arc<Tier<K, V>>>>,
+}
+
+impl<K, V, E> Clone for Cache<K, V, E> {
+    fn clone(&self) -> Self {
+        Cache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K, V, E> fmt::Debug for Cache<K, V, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("name", self.inner.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, E> Cache<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// A cache whose callers receive framework failures as `E::from(stampede::Error)`,
+    /// on the process's runtime and its backend.
+    pub fn new(policy: Policy) -> Self
+    where
+        E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        Self::builder(policy).build()
+    }
+
+    /// A cache whose callers receive framework failures as `map_error(stampede::Error)`.
+    pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self
+    where
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        CacheBuilder::new(policy, map_error).shared().build()
+    }
+
+    /// A builder for settings beyond the policy (the runtime, the clock). The cache goes
+    /// where its runtime's backend says; [`CacheBuilder::local`] keeps it in memory, and
+    /// [`CacheBuilder::new`] builds caches of types serde cannot write.
+    pub fn builder(policy: Policy) -> CacheBuilder<K, V, E>
+    where
+        E: From<Error>,
+        K: Serialize,
+        V: Serialize + DeserializeOwned,
+    {
+        CacheBuilder::new(policy, E::from).shared()
+    }
+
+    /// The policy this cache was built with.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The limit of the admission semaphore this cache's loads go through, if any.
+    pub(crate) fn admission_limit(&self) -> Option<usize> {
+        self.inner.gate.limit()
+    }
+
+    /// The value cached for `key` if it may still be served (fresh or stale), without
+    /// loading or counting.
+    pub fn peek(&self, key: &K) -> Option<V> {
+        let envelope = self.inner.store.get(key)?;
+        (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
+    }
+
+    /// Drops `key`'s value, in this process at once and, on a shared backend, in every
+    /// replica: the key's fence in Redis is raised and tiered nodes drop their copies. A
+    /// load of `key` already running, here or on another replica, still answers its
+    /// waiters but does not store its result, which was computed before the invalidation;
+    /// the next call loads anew.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it: it applied here and is
+    /// queued, and replayed before this replica reads the shared store again.
+    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
+        // Fence first: a load that stores before the fence moves is removed just after.
+        self.inner.flights.invalidate(key);
+        self.inner.store.invalidate(key);
+        self.inner.forget_error(key);
+        self.inner.invalidate_shared(key).await
+    }
+
+    /// Drops `key`'s value because its source changed at `source_version`, unless that
+    /// change is already known: an invalidation below the highest version invalidated
+    /// before for this key (its mark), or at or below the version the cached value was read
+    /// at (see [`CacheBuilder::source_version`]), arrived late and changes nothing; one
+    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
+    /// delivered out of order cannot delete a value refreshed from a newer source, and a
+    /// value read at a version older than the newest invalidation is answered to its
+    /// callers but not stored.
+    ///
+    /// On a shared backend the store decides, for every replica; it keeps the marks for
+    /// 24 hours after a key's last invalidation, and compares versions exactly. In memory
+    /// the cache keeps the same marks itself. [`Error::Backend`] when the shared store
+    /// could not take it: the value was dropped here, and the invalidation is queued with
+    /// its version and replayed before this replica reads the shared store again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("prices").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, (u64, u64)> = Cache::builder(policy)
+    ///     .source_version(|&(_, version)| version)
+    ///     .build();
+    /// cache.load(1, || async { Ok((250, 42)) }).await.unwrap(); // read at version 42
+    /// cache.invalidate_at(&1, 41).await.unwrap(); // late: the value is newer
+    /// assert_eq!(cache.peek(&1), Some((250, 42)));
+    /// cache.invalidate_at(&1, 43).await.unwrap();
+    /// assert_eq!(cache.peek(&1), None);
+    /// # }
+    /// ```
+    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+        let inner = &self.inner;
+        if inner.shared.is_some() {
+            return inner.invalidate_shared_at(key, source_version).await;
+        }
+        if inner.raise_mark(key, source_version) {
+            inner.flights.invalidate(key);
+            inner.store.invalidate(key);
+            inner.forget_error(key);
+        }
+        Ok(())
+    }
+
+    /// Drops every value of this cache, with the same rule for running loads as
+    /// [`Cache::invalidate`]: in this process at once and, on a shared backend, in every
+    /// replica. The shared store is scanned for this cache's entries (`SCAN` on every
+    /// master, so it costs time in proportion to the store's keys) and each one is
+    /// invalidated as by key: its fence raised, its value dropped, tiered copies told.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it all: it applied here;
+    /// entries it listed but could not invalidate are queued like single invalidations,
+    /// and if it could not list them, nothing is queued and the call should be repeated.
+    pub async fn invalidate_all(&self) -> Result<(), Error> {
+        self.inner.flights.invalidate_all();
+        self.inner.store.invalidate_all();
+        if let Some(known) = &self.inner.known_errors {
+            known.clear();
+        }
+        self.inner.invalidate_all_shared().await
+    }
+}
+
+type SharedLeader<K, V, E> = Leader<K, Result<V, E>>;
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn fail(&self, error: Error) -> E {
+        (self.map_error)(error)
+    }
+
+    /// The error negative caching keeps for `key`, if any is still served.
+    fn known_error(&self, key: &K) -> Option<E> {
+        let error = self.known_errors.as_ref()?.get(key, self.clock.now())?;
+        self.counters.error_hits.bump();
+        Some(error)
+    }
+
+    fn forget_error(&self, key: &K) {
+        if let Some(known) = &self.known_errors {
+            known.remove(key);
+        }
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Raises `key`'s mark to `version`; `true` when the invalidation is news: not below
+    /// the mark before it (a retry at the mark applies again, as in the shared store) and
+    /// above the version of the value held.
+    fn raise_mark(&self, key: &K, version: u64) -> bool {
+        let held = self.store.get(key).and_then(|held| held.source_version);
+        let marks = self.marks.get_or_init(|| {
+            // Bounded like the values: a mark outlives a value of its key, not the cache.
+            moka::sync::Cache::builder()
+                .max_capacity(self.policy.capacity())
+                .time_to_live(MARK_KEEP)
+                .build()
+        });
+        let mut above = true;
+        marks.entry(key.clone()).and_upsert_with(|mark| match mark {
+            Some(mark) if *mark.value() > version => {
+                above = false;
+                mark.into_value()
+            }
+            _ => version,
+        });
+        above && held.is_none_or(|held| held < version)
+    }
+
+    /// Whether `envelope` was read at a source version below `key`'s mark: older than a
+    /// change already invalidated, so memory must not keep it.
+    fn below_mark(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let (Some(version), Some(marks)) = (envelope.source_version, self.marks.get()) else {
+            return false;
+        };
+        marks.get(key).is_some_and(|mark| mark > version)
+    }
+}
+
+/// How long a key's source-version mark outlives its last invalidation: the longest an
+/// invalidation or a lagging load may be delayed and still be recognized as late (the
+/// shared store keeps its marks as long).
+const MARK_KEEP: Duration = Duration::from_secs(24 * 3600);
+
+impl<K, V, E> Observed for Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &Arc<str> {
+        self.policy.name()
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters
+            .snapshot(self.flights.len(), self.store.entry_count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
+        let policy = Policy::builder("marks")
+            .fresh(Duration::from_secs(60))
+            .capacity(100)
+            .build()
+            .unwrap();
+        let runtime = Runtime::builder().build().unwrap();
+        let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+        for key in 0..10_000 {
+            cache.invalidate_at(&key, 7).await.unwrap();
+        }
+        let marks = cache.inner.marks.get().expect("marks were kept");
+        marks.run_pending_tasks();
+        assert!(
+            marks.entry_count() <= 100,
+            "{} marks for a cache of 100 entries",
+            marks.entry_count()
+        );
+    }
+}

@@ -1,0 +1,521 @@
+//! A cache's steps on the shared store: connecting on first use, reading before the
+//! origin (taking the key's lease, or waiting for the replica that holds it), publishing
+//! under the lease's fence, what memory keeps, invalidating, and the notice listener that
+//! keeps memory copies in line with the store.
+use super::*;
+use crate::remote::store::{
+    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice, NoticeKind, Wake,
+};
+use crate::remote::tier::Wrote;
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// This cache's side of the shared store, connected on first use inside a Tokio
+    /// runtime; `None` for the memory backend and `local` caches. The notice listener
+    /// subscribes here, before the first read.
+    pub(super) fn tier(&self) -> Option<&Arc<Tier<K, V>>> {
+        let side = self.shared.as_ref()?;
+        if let Some(tier) = side.tier.get() {
+            return tier.as_ref();
+        }
+        // Outside Tokio the store cannot run: memory only, until a load inside one.
+        tokio::runtime::Handle::try_current().ok()?;
+        let tier = side.tier.get_or_init(|| {
+            let remote = side.runtime.remote()?.clone();
+            let events = remote.store().events();
+            let tier = Arc::new(Tier::new(
+                remote,
+                side.codec,
+                self.policy.name().clone(),
+                self.policy.version(),
+                side.keeps_memory,
+                self.policy.capacity(),
+            ));
+            // On the store's thread, so it outlives the runtime that first connected.
+            crate::remote::background::spawn(listen(self.me.clone(), events));
+            Some(tier)
+        });
+        tier.as_ref()
+    }
+
+    /// What the shared store holds for `key`, counted, with the key's lease when `purpose`
+    /// asks for it and nobody holds it. The load is registered with the tier from before
+    /// the first read until `Found` is dropped, so a notice from another replica that
+    /// outdates it detaches it, even one that arrives while the read is on its way.
+    ///
+    /// A miss whose lease another replica holds waits for that replica's notice (a value
+    /// stored, an invalidation, the lease given back), registered before it reads again so
+    /// a notice between the two is not missed. It defers to the holder only while the
+    /// holder shows signs of life (see [`Inner::quiet_after`]) and never longer than its
+    /// own lease: each read asks the store to take the lease over past either (fenced, so
+    /// the old holder's late publish is refused). A refresh never waits: `held_after` says
+    /// when it may take a live holder's lease over (the stale window ending).
+    /// An uncoalesced cache takes no lease.
+    pub(super) async fn find_shared(
+        &self,
+        key: &K,
+        purpose: LeaseFor,
+        held_after: Option<Duration>,
+    ) -> Option<Found<K, V>> {
+        let tier = self.tier()?;
+        let entry = tier.address(key)?;
+        let watching = tier.loading(&entry, key);
+        // Without coalescing every miss calls the origin, on every replica alike.
+        let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
+        let token = LeaseToken::new();
+        let own_lease = self.policy.lease();
+        let mut recompute = self.store.get_shared(key).map(|held| seconds(held.delta));
+        let request = |recompute| {
+            takes_lease.then(|| LeaseRequest {
+                purpose,
+                ttl: own_lease,
+                token,
+                quiet_after: Some(self.quiet_after(recompute)),
+                held_after: Some(held_after.unwrap_or(own_lease).min(own_lease)),
+                recompute,
+            })
+        };
+        let read = |entry, recompute, watching| {
+            let lease = request(recompute);
+            tier.find(
+                entry,
+                lease,
+                self.clock.now(),
+                self.next_generation(),
+                watching,
+            )
+        };
+        let mut found = read(entry, recompute, watching).await;
+        if purpose == LeaseFor::Miss && takes_lease {
+            let (mut waited, mut rereads) = (false, 0);
+            loop {
+                recompute = recompute
+                    .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
+                    .max(found.holder().and_then(|holder| holder.recompute));
+                if found.holder().is_some() {
+                    if !waited {
+                        self.counters.lease_waits.bump();
+                        waited = true;
+                    }
+                    let quiet = self.quiet_after(recompute);
+                    let wake = tier.watch(&found.key);
+                    let Found { key, watching, .. } = found;
+                    found = read(key, recompute, watching).await;
+                    if let Some(holder) = found.holder() {
+                        // Until a notice, the holder goes quiet, or this wait is overdue.
+                        let wait = (holder.remaining)
+                            .min(quiet.saturating_sub(holder.silent_for))
+                            .min(own_lease.saturating_sub(holder.held_for));
+                        wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT)).await;
+                    }
+                    continue;
+                }
+                if waited && found.took_over() {
+                    self.counters.lease_takeovers.bump();
+                }
+                // The store found its value servable by the server's clock, so it granted
+                // no lease; by this cache's clock, a moment later, the value has expired.
+                // Loading now would be a load without the lease, next to the replica that
+                // takes it a millisecond later: read again (the server's clock has passed
+                // the deadline by then) and take the lease, or wait for its holder.
+                let expired_unleased = matches!(
+                    found.read.as_ref().map(|read| &read.lease),
+                    Some(Lease::NotTaken)
+                ) && found
+                    .envelope
+                    .as_ref()
+                    .is_some_and(|stored| stored.state(self.clock.now()) == State::Expired);
+                if expired_unleased && rereads < EXPIRED_REREADS {
+                    rereads += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let Found { key, watching, .. } = found;
+                    found = read(key, recompute, watching).await;
+                    continue;
+                }
+                break;
+            }
+        }
+        let now = self.clock.now();
+        let state = found.envelope.as_ref().map(|stored| stored.state(now));
+        match (&found.read, purpose, state) {
+            (None, _, _) => self.counters.backend_errors.bump(),
+            // A refresh's callers were counted where they were served; a stale value a
+            // miss finds is counted when it is served.
+            (Some(_), LeaseFor::Refresh | LeaseFor::Force, _)
+            | (Some(_), LeaseFor::Miss, Some(State::Stale)) => {}
+            (Some(_), LeaseFor::Miss, Some(State::Fresh)) => self.counters.shared_hits.bump(),
+            (Some(_), LeaseFor::Miss, _) => self.counters.shared_misses.bump(),
+        }
+        Some(found)
+    }
+
+    /// How long a lease's holder may go without a sign of life before this cache takes
+    /// the lease over: twice the key's last recompute time plus [`QUIET_MARGIN`] (a holder
+    /// that fast never beats, it publishes), between [`QUIET_FLOOR`] and three missed
+    /// beats, and never longer than its own lease.
+    pub(super) fn quiet_after(&self, recompute: Option<Duration>) -> Duration {
+        let silent = recompute.map_or(QUIET_CEILING, |recompute| {
+            (recompute * 2 + QUIET_MARGIN).clamp(QUIET_FLOOR, QUIET_CEILING)
+        });
+        silent.min(self.policy.lease())
+    }
+
+    /// Before a refresh reads the store: whether the replica holding the key's lease is
+    /// left to refresh it for now (this replica served the stale value without asking),
+    /// else how long that holder may have held the lease before this refresh takes it
+    /// over whatever its signs of life.
+    pub(super) fn left_to_holder(&self, key: &K) -> Result<Option<Duration>, ()> {
+        let (Some(tier), now) = (self.tier(), self.clock.now()) else {
+            return Ok(None);
+        };
+        let Some(entry) = tier.address(key) else {
+            return Ok(None);
+        };
+        match tier.held_elsewhere(&entry) {
+            Some((until, _)) if now < until => Err(()),
+            Some((_, held_after)) => Ok(Some(held_after)),
+            None => Ok(None),
+        }
+    }
+
+    /// A refresh found the lease held by `holder`: this replica leaves the refresh to it
+    /// until it goes quiet or, whatever its signs of life, until a refresh of this
+    /// replica's could only just finish before the value being refreshed (`current`) stops
+    /// being servable: the stale window is never turned into misses by a lease held
+    /// elsewhere, whatever the lease's length.
+    pub(super) fn leave_refresh(&self, found: &Found<K, V>, holder: Holder, current: &Envelope<V>) {
+        let Some(tier) = self.tier() else { return };
+        let now = self.clock.now();
+        let recompute = Some(seconds(current.delta)).max(holder.recompute);
+        let until_quiet = self
+            .quiet_after(recompute)
+            .saturating_sub(holder.silent_for);
+        let last_start = current
+            .stale_until
+            .saturating_duration_since(now)
+            .saturating_sub(recompute.unwrap_or_default() * 2 + QUIET_MARGIN);
+        let wait = until_quiet.min(last_start);
+        tier.leave_to_holder(&found.key, now + wait, holder.held_for + last_start);
+    }
+
+    /// Publishes a new value to the shared store (a fallback stays local), and returns
+    /// what memory keeps of it (see [`Inner::memory_copy`]). A refused publish is counted
+    /// (`publish_refused`).
+    pub(super) async fn write_shared(
+        &self,
+        key: &K,
+        mut found: Option<&mut Found<K, V>>,
+        envelope: Envelope<V>,
+        now: Instant,
+    ) -> Option<Envelope<V>> {
+        let standing = match (self.tier(), found.as_deref_mut()) {
+            (Some(tier), Some(found)) if !envelope.rearmed => {
+                match tier.publish(found, &envelope, now).await {
+                    Wrote::Stored => Standing::Shared,
+                    Wrote::Refused => {
+                        self.counters.publish_refused.bump();
+                        return None;
+                    }
+                    Wrote::Unconfirmed => Standing::Unheard,
+                    Wrote::TooLarge => Standing::Own,
+                }
+            }
+            _ => Standing::Shared,
+        };
+        self.memory_copy(key, found.as_deref(), envelope, standing)
+    }
+
+    /// What memory keeps of a value on this cache's backend: everything on the memory
+    /// backend; on a shared one, a tiered copy of what the store holds, a copy of a value
+    /// the store cannot hold (too large), and a copy of a value loaded or written while
+    /// the store could not be reached, served only for the degraded bound
+    /// (`degraded_ttl`, by default the stale window): no invalidation may reach it.
+    pub(super) fn memory_copy(
+        &self,
+        key: &K,
+        found: Option<&Found<K, V>>,
+        envelope: Envelope<V>,
+        standing: Standing,
+    ) -> Option<Envelope<V>> {
+        let (Some(tier), Some(found)) = (self.tier(), found) else {
+            return Some(envelope);
+        };
+        let standing = match standing {
+            _ if found.read.is_none() => Standing::Unheard,
+            _ if found.too_large => Standing::Own,
+            standing => standing,
+        };
+        let envelope = match standing {
+            Standing::Shared if !tier.keeps_memory => return None,
+            Standing::Shared | Standing::Own => envelope,
+            Standing::Unheard => self.degraded(envelope, tier),
+        };
+        let fence = found.read.as_ref().map_or(0, |read| read.fence);
+        tier.copied(&found.key, key, fence);
+        Some(envelope)
+    }
+
+    /// `envelope`, servable no longer than the degraded bound from now.
+    fn degraded(&self, mut envelope: Envelope<V>, tier: &Tier<K, V>) -> Envelope<V> {
+        let bound = tier.remote.degraded_ttl.unwrap_or(self.policy.stale());
+        let until = self.clock.now() + bound;
+        envelope.stale_until = envelope.stale_until.min(until);
+        envelope.fresh_until = envelope.fresh_until.min(envelope.stale_until);
+        envelope
+    }
+
+    /// The value the shared store held, when `stale_if_error` lets it stand in for a
+    /// failing origin (the redis backend keeps no memory to fall back on).
+    pub(super) fn shared_fallback(
+        &self,
+        found: Option<&mut Found<K, V>>,
+        now: Instant,
+    ) -> Option<Envelope<V>> {
+        self.policy.stale_if_error()?;
+        found?.envelope.take().filter(|last| now < last.keep_until)
+    }
+
+    /// An invalidation's failure on the shared side, naming this cache.
+    fn backend_error(&self, message: String) -> Error {
+        Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        }
+    }
+
+    /// The tier an invalidation goes through: none without a shared backend, an error
+    /// when there is no connection to it (none is made outside a Tokio runtime).
+    fn invalidation_tier(&self) -> Result<Option<&Arc<Tier<K, V>>>, Error> {
+        if self.shared.is_none() {
+            return Ok(None);
+        }
+        self.tier().map(Some).ok_or_else(|| {
+            self.backend_error("no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into())
+        })
+    }
+
+    /// The shared side of [`Cache::invalidate`].
+    pub(super) async fn invalidate_shared(&self, key: &K) -> Result<(), Error> {
+        let Some(tier) = self.invalidation_tier()? else {
+            return Ok(());
+        };
+        let backend = |message: String| self.backend_error(message);
+        let entry = tier.entry_key(key).map_err(|error| {
+            backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
+        })?;
+        tier.forget(&entry);
+        tier.remote.invalidate(entry).await.map_err(|error| {
+            backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
+        })
+    }
+}
+
+/// Until a notice for the key, or for at most `wait`. A subscription that is down (not up
+/// yet at start-up, or dropped) cannot bring the notice: the waiter waits for it to come
+/// up instead, then reads again at once.
+async fn wait_for_notice(
+    wake: tokio::sync::oneshot::Receiver<Wake>,
+    mut subscription: tokio::sync::watch::Receiver<bool>,
+    wait: Duration,
+) {
+    let woken = async {
+        match wake.await {
+            Ok(Wake::Notice(_)) => {}
+            Ok(Wake::SubscriptionLost) | Err(_) => {
+                let _ = subscription.wait_for(|up| *up).await;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(wait, woken).await;
+}
+
+/// How often a miss reads again when the store's value expired between the store's clock
+/// and this cache's: a few milliseconds of disagreement at most.
+const EXPIRED_REREADS: u32 = 3;
+
+/// The shortest wait between two reads of a key whose lease another replica holds.
+const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// Beyond twice its recompute time, how long a lease's holder may take to publish (two
+/// Redis round trips and a busy moment) before a waiter takes the lease over.
+const QUIET_MARGIN: Duration = Duration::from_millis(100);
+
+/// The least silence a waiter takes for a holder gone quiet, whatever the recompute time:
+/// two beats.
+const QUIET_FLOOR: Duration = Duration::from_millis(200);
+
+/// The most: three beats missed.
+const QUIET_CEILING: Duration = Duration::from_millis(300);
+
+/// What memory may keep of a loaded value, by what the shared store holds of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// The store holds it (or it was read from there).
+    Shared,
+    /// The store cannot hold it (too large); notices still reach the copy.
+    Own,
+    /// The store could not be read or did not answer: an invalidation may not reach it.
+    Unheard,
+}
+
+/// A recompute time (XFetch's δ, in seconds) as a duration.
+fn seconds(delta: f64) -> Duration {
+    Duration::try_from_secs_f64(delta).unwrap_or_default()
+}
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
+    /// When the store cannot decide, the value is dropped here (the side that can only cost
+    /// a reload) and the invalidation queued.
+    pub(super) async fn invalidate_shared_at(&self, key: &K, version: u64) -> Result<(), Error> {
+        let backend = |message: String| Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        };
+        let drop_here = || {
+            self.flights.invalidate(key);
+            self.store.invalidate(key);
+            self.forget_error(key);
+        };
+        let Some(tier) = self.tier() else {
+            drop_here();
+            return Err(backend(
+                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
+            ));
+        };
+        let entry = match tier.entry_key(key) {
+            Ok(entry) => entry,
+            Err(error) => {
+                drop_here();
+                return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
+            }
+        };
+        match tier.remote.invalidate_at(entry.clone(), version).await {
+            Ok(Invalidated::Fenced { .. }) => {
+                drop_here();
+                tier.forget(&entry);
+                Ok(())
+            }
+            Ok(Invalidated::Late) => Ok(()),
+            Err(error) => {
+                drop_here();
+                tier.forget(&entry);
+                Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
+            }
+        }
+    }
+}
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// This cache's part of `invalidate_all` on the shared store.
+    pub(super) async fn invalidate_all_shared(&self) -> Result<(), Error> {
+        let Some(tier) = self.invalidation_tier()? else {
+            return Ok(());
+        };
+        tier.invalidate_all().await.map(drop).map_err(|error| {
+            self.backend_error(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
+        })
+    }
+}
+
+impl<K, V, E> Inner<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Another replica published a newer value of `key` (a refresh): this replica's copy
+    /// is served as stale from now, if its stale window allows, so the next call reads the
+    /// newer value in the background instead of every caller waiting for the read. `false`
+    /// when it cannot be: the copy is dropped instead.
+    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice) -> bool {
+        let now = self.clock.now();
+        let Some(held) = self.store.get_shared(key) else {
+            return false;
+        };
+        if held.stale_until <= now {
+            return false;
+        }
+        let demoted = self
+            .store
+            .replace_if(key, held.generation, |held| Envelope {
+                fresh_until: now,
+                ..held.clone()
+            });
+        if demoted {
+            // Heard from now on, from the notice's fence up.
+            if let Some(entry) = tier.address(key) {
+                tier.copied(&entry, key, notice.fence);
+            }
+        }
+        demoted
+    }
+}
+
+/// Keeps a cache's memory copies and running loads in line with the shared store: a
+/// notice from another replica drops the copy it names (or, for a refresh, serves it as
+/// stale until the newer value is read) and detaches a load it outdates; a
+/// lost (or lagging) subscription drops every copy and detaches every load, and so does
+/// subscribing again, since notices sent in between were missed.
+pub(super) async fn listen<K, V, E>(
+    inner: Weak<Inner<K, V, E>>,
+    mut events: broadcast::Receiver<StoreEvent>,
+) where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    loop {
+        let event = events.recv().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Some(tier) = inner.tier() else {
+            return;
+        };
+        match event {
+            Ok(StoreEvent::Notice(notice)) => {
+                if notice.own {
+                    continue;
+                }
+                // Fence first, as a local invalidation does: a load that read before this
+                // write no longer stores, so the copy dropped next cannot come back.
+                if let Some(key) = tier.outdated_by(&notice) {
+                    inner.flights.invalidate(&key);
+                }
+                if let Some(key) = tier.noticed(&notice) {
+                    if !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
+                    {
+                        inner.store.invalidate(&key);
+                        inner.forget_error(&key);
+                    }
+                }
+            }
+            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
+            | Err(RecvError::Lagged(_)) => {
+                // Fence first: no load running now stores after the copies are gone.
+                inner.flights.invalidate_all();
+                tier.forget_copies();
+                inner.store.invalidate_all();
+                if let Some(known) = &inner.known_errors {
+                    known.clear();
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}

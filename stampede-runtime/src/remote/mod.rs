@@ -1,0 +1,52 @@
+//! Where envelopes live.
+//!
+//! In process: [`memory`], typed values, no serialization. Shared between replicas: a
+//! backend behind the [`shared::RemoteStore`] seam (today [`redis`]), addressed by
+//! [`keys`] and holding envelopes in the [`wire`] format; [`replica`] is one runtime's
+//! connection to it, [`tiered`] one cache's side.
+//!
+//! # One entry in Redis
+//! ```text
+//! stampede:2:{user-profile:v1:acme:42}        envelope (wire format), PX = keep_until
+//! stampede:2:{user-profile:v1:acme:42}:lease  "<fence> <token> <granted ms> [<recompute ms>]", PX = lease TTL
+//! stampede:2:{user-profile:v1:acme:42}:fence  "<fence>" or "<fence> <mark>": raised by leases and invalidations
+//! stampede:2:notices                          channel: `<p|i|r> <fence> <node> <value key>`
+//! ```
+//! All three keys share the hash tag, so each script touches one cluster slot.
+//!
+//! # Why each check is there
+//! - **Fence on publish**: a load publishes only under the fence it started with. A newer
+//!   lease (its own lease was taken over: a paused or lost owner) or an invalidation
+//!   raised the fence since, and its value may predate either: it is refused, its callers
+//!   still get it, and the refusal is announced so nobody waits for it.
+//! - **Fence restart**: a lost fence restarts at server time × 1024, above every fence
+//!   handed out before, so an old publisher can never meet an equal fence again. The
+//!   source-version mark lives in the fence's key, so the two are lost together: a load
+//!   that read before the loss is refused, whatever its version.
+//! - **Source-version mark**: invalidations carry the version of the change; one at or
+//!   below the mark or the stored value's own version arrived late and changes nothing,
+//!   and a value read at a version below the mark is not stored (a lagging read replica).
+//! - **Leases named by the replica**: a token the replica chose, so a lease whose grant
+//!   it never heard of is released by that token, and a read sent twice gets its own
+//!   lease back. A holder quiet for longer than the key's recompute time warrants is
+//!   taken over: a lease is a hint, never a reason to wait longer than a load takes.
+//! - **Lease only when nothing servable**: a value published a moment ago is returned
+//!   instead of a second load.
+//! - **Anything foreign is absent**: a missing value, another type, a non-number, a key
+//!   without TTL or deadlines past its TTL at one of our keys is read as absent and
+//!   overwritten (and logged), so it never wedges a key; bytes that do not decode are a
+//!   counted miss.
+//! - **Server time**: deadlines are Redis `TIME` milliseconds, so skewed hosts agree.
+//! - **Memory full**: scripts delete before they write, and write through `pcall`, so a
+//!   full Redis still drops invalidated values and tells every replica.
+//! - **Bounded calls**: every call ends within the response timeout; a circuit breaker
+//!   turns an outage into instant failures, and a heartbeat recovers without callers.
+pub(crate) mod background;
+pub(crate) mod fingerprint;
+pub(crate) mod keys;
+pub(crate) mod lease;
+pub(crate) mod redis;
+pub(crate) mod replica;
+pub(crate) mod store;
+pub(crate) mod tier;
+pub(crate) mod wire;

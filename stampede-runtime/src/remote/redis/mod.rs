@@ -1,0 +1,367 @@
+//! The Redis backend of the shared store: one Redis server or one Redis Cluster.
+//!
+//! One lazily connected, multiplexed [`connection::Connection`] carries every call of one
+//! store (one store per runtime, that is per replica): a `ConnectionManager` for one
+//! server, the `redis` crate's cluster client for a cluster. A second, RESP3 connection
+//! to one node carries the notice subscription ([`subscriber`]). An unreachable Redis at
+//! start-up is not an error: calls fail until it answers, and the loader falls back to
+//! memory meanwhile.
+//!
+//! ```ignore
+//! RedisStore::connect(RedisConfig::new("redis://cache:6379/"))?;
+//! RedisStore::connect(RedisConfig::cluster(["redis://c1:7000", "redis://c2:7000"]))?;
+//! ```
+//!
+//! Here: the store and its settings. [`call`]: how one call is bounded, retried and
+//! judged by the breaker. [`ops`]: the operations, each one script. [`subscriber`]: the
+//! notice subscription and the heartbeat. [`notices`], [`breaker`], [`cluster`],
+//! [`connection`], [`script`]: one concern each.
+//!
+//! # The scripts
+//! Each operation is one Lua script (`lua/*.lua`, sharing `lua/prelude.lua`) sent with
+//! EVALSHA, and as EVAL after NOSCRIPT (a restart, failover or `SCRIPT FLUSH`; see
+//! [`script`]):
+//! - `read`: the value, the server's `TIME`, the fence (a missing one is created, so a
+//!   later invalidation always raises it) and, when asked, the lease, named by the
+//!   replica's token, taken over from a holder that has gone quiet;
+//! - `publish`: stores only under the current fence and a source version not older than
+//!   the key's mark or the stored value's, with PX = keep_until − server now, ends the
+//!   holder's lease, then announces it (a refusal too);
+//! - `invalidate`: deletes the value and the lease, raises the fence (and, with a source
+//!   version, the mark), announces it; one that arrives late only raises the mark;
+//! - `release`: deletes the lease only if it still holds the holder's token;
+//! - `beat`: the holder's sign of life while its load runs.
+//!
+//! # In a Redis Cluster
+//! - Every key a script names shares the entry's hash tag, so each script runs on the
+//!   one master owning that slot; the cluster client routes EVALSHA, and EVAL after
+//!   NOSCRIPT, by the first key.
+//! - Each master has its own breaker ([`cluster`]): a dead shard's keys fail fast while
+//!   the other shards' keys are served as before.
+//! - While a slot migrates, a script whose keys are split between the two nodes (or that
+//!   names a key that does not exist yet, such as a lease) gets TRYAGAIN; the client
+//!   retries within the call's deadline and a migration that outlasts it fails the call
+//!   (the loader loads locally). That is the slot moving, not the node failing, so it
+//!   does not count against the master's breaker. MOVED and ASK are followed by the
+//!   client.
+//! - The cluster client resends a command after a connection error on its own. A read
+//!   that takes a lease is safe to send twice: the lease is named by the replica's token,
+//!   and the second read gets the same lease back.
+//! - Run the cluster with `cluster-require-full-coverage no`: with the default, every
+//!   node refuses every query while one master is down.
+mod breaker;
+mod call;
+pub(crate) mod cluster;
+mod connection;
+mod notices;
+mod ops;
+mod script;
+mod subscriber;
+
+use super::background;
+use super::keys::{notice_channel, EntryKey};
+use super::store::{
+    Invalidated, LeaseRequest, LeaseToken, Publication, Published, Read, RemoteStats, RemoteStore,
+    Scan, ServerClock, StoreError, StoreEvent, Wake,
+};
+use cluster::Shards;
+pub(crate) use connection::Target;
+use connection::{Connection, Patience};
+use futures_util::future::BoxFuture;
+use notices::NoticeHub;
+use redis::RedisError;
+use script::LuaScript;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use subscriber::Subscriber;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Unless configured: how long one call may take before it counts as failed.
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Unless configured: consecutive failures that open the breaker.
+pub(crate) const DEFAULT_BREAKER_FAILURES: u32 = 3;
+/// Unless configured: how long the breaker stays open before a probe.
+pub(crate) const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How to reach Redis and how patient to be with it.
+#[derive(Debug, Clone)]
+pub(crate) struct RedisConfig {
+    pub(crate) target: Target,
+    /// The first segment of every key, and the notice channel's name.
+    pub(crate) prefix: String,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) breaker_failures: u32,
+    pub(crate) breaker_cooldown: Duration,
+    pub(crate) heartbeat: Duration,
+}
+
+impl RedisConfig {
+    /// One Redis server at `url`, with the defaults.
+    pub(crate) fn new(url: impl Into<String>) -> Self {
+        Self::with_target(Target::Node(url.into()))
+    }
+
+    /// A Redis Cluster reached through any of `nodes` (`redis://host:port` each), with
+    /// the defaults. Calls reach every master whichever nodes are listed; the notice
+    /// subscription moves only among the listed ones, so list more than one.
+    pub(crate) fn cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::with_target(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
+    }
+
+    fn with_target(target: Target) -> Self {
+        Self {
+            target,
+            prefix: "stampede".into(),
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            breaker_failures: DEFAULT_BREAKER_FAILURES,
+            breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+}
+
+struct Scripts {
+    read: LuaScript,
+    publish: LuaScript,
+    invalidate: LuaScript,
+    release: LuaScript,
+    beat: LuaScript,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let prelude = include_str!("lua/prelude.lua");
+        let script = |body: &str| LuaScript::new(format!("{prelude}\n{body}"));
+        Self {
+            read: script(include_str!("lua/read.lua")),
+            publish: script(include_str!("lua/publish.lua")),
+            invalidate: script(include_str!("lua/invalidate.lua")),
+            release: script(include_str!("lua/release.lua")),
+            beat: script(include_str!("lua/beat.lua")),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+    decode_failures: AtomicU64,
+    notices_sent: AtomicU64,
+    late_answers: AtomicU64,
+    orphans_released: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Inner {
+    config: RedisConfig,
+    connection: Connection,
+    channel: String,
+    scripts: Scripts,
+    shards: Shards,
+    hub: NoticeHub,
+    /// Shared with calls finished in the background after their caller gave up.
+    counters: Arc<Counters>,
+    /// The server's clock from the latest script read, taken as of the moment it was
+    /// sent: never behind the server, so a value it calls fresh is fresh.
+    clock: Mutex<Option<ServerClock>>,
+}
+
+/// A shared store in one Redis server or cluster. Dropping it stops its background tasks.
+pub(crate) struct RedisStore {
+    inner: Arc<Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl RedisStore {
+    /// Connects lazily: only a malformed URL fails here. Must be called inside a Tokio
+    /// runtime, like every call after it; the subscription and the heartbeat run on the
+    /// store's own thread ([`background`]), so they outlive that runtime.
+    pub(crate) fn connect(config: RedisConfig) -> Result<Self, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Backend(
+                "the Redis store needs a Tokio runtime to run its connections in".into(),
+            ));
+        }
+        let backend = |e: RedisError| StoreError::Backend(e.to_string());
+        if config.target.urls().is_empty() {
+            return Err(StoreError::Backend(
+                "a Redis Cluster needs at least one node".into(),
+            ));
+        }
+        // The client spawns tasks of its own (reconnects, disconnect watchers) on the
+        // runtime it is made in: the store's, which lives as long as the process.
+        let _store_runtime = background::handle().enter();
+        // The store's own deadline bounds every call; the client's are a backstop.
+        let patience = Patience {
+            response_timeout: config.response_timeout,
+            connect_timeout: config.connect_timeout,
+        };
+        let connection = Connection::open(&config.target, patience).map_err(backend)?;
+        let (push_sender, pushes) = mpsc::unbounded_channel();
+        let subscriber = Subscriber::open(&config.target, patience, push_sender)?;
+
+        let inner = Arc::new(Inner {
+            channel: notice_channel(&config.prefix),
+            shards: Shards::new(config.breaker_failures, config.breaker_cooldown),
+            hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
+            scripts: Scripts::new(),
+            counters: Arc::default(),
+            clock: Mutex::new(None),
+            connection,
+            config,
+        });
+        let store = background::handle();
+        let tasks = vec![
+            store.spawn(subscriber::receive_pushes(Arc::downgrade(&inner), pushes)),
+            store.spawn(subscriber::heartbeat(Arc::downgrade(&inner), subscriber)),
+        ];
+        Ok(Self { inner, tasks })
+    }
+}
+
+/// The keys every script names, in the order the scripts read them (`KEYS[1..3]`): the
+/// value, the lease and the fence (with the mark), all under one hash tag.
+fn entry_keys(invocation: &mut script::Invocation, key: &EntryKey) {
+    invocation
+        .key(key.value())
+        .key(key.lease())
+        .key(key.fence());
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A fence as the scripts write and accept it: decimal digits below 2^53, before the
+/// mark when the fence key holds one.
+fn fence_of(text: &str) -> Option<u64> {
+    let fence = text.split(' ').next().unwrap_or_default();
+    let digits =
+        fence.len() <= 16 && !fence.is_empty() && fence.bytes().all(|b| b.is_ascii_digit());
+    digits
+        .then(|| fence.parse::<u64>().ok())
+        .flatten()
+        .filter(|&n| n < 1 << 53)
+}
+
+impl RemoteStore for RedisStore {
+    fn read<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        lease: Option<LeaseRequest>,
+    ) -> BoxFuture<'a, Result<Read, StoreError>> {
+        Box::pin(self.inner.read(key, lease))
+    }
+
+    fn publish<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        publication: Publication,
+    ) -> BoxFuture<'a, Result<Published, StoreError>> {
+        Box::pin(self.inner.publish(key, publication))
+    }
+
+    fn invalidate<'a>(
+        &'a self,
+        key: &'a EntryKey,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.inner.invalidate(key, None))
+    }
+
+    fn invalidate_at<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        source_version: u64,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.inner.invalidate(key, Some(source_version)))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.inner.release(key, token))
+    }
+
+    fn beat<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.inner.beat(key, token))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        pattern: &'a str,
+        shards: Option<&'a [String]>,
+    ) -> BoxFuture<'a, Scan> {
+        Box::pin(self.inner.entries(pattern, shards))
+    }
+
+    fn shard_of(&self, key: &EntryKey) -> String {
+        self.inner.shards.for_key(key.value()).0
+    }
+
+    fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
+        self.inner.hub.watch(key.value())
+    }
+
+    fn events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.inner.hub.events()
+    }
+
+    fn subscription(&self) -> watch::Receiver<bool> {
+        self.inner.hub.subscription()
+    }
+
+    fn count_decode_failure(&self) {
+        bump(&self.inner.counters.decode_failures);
+    }
+
+    fn count_orphan_released(&self) {
+        bump(&self.inner.counters.orphans_released);
+    }
+
+    fn stats(&self) -> RemoteStats {
+        let counters = &self.inner.counters;
+        let (breaker, breaker_opened, degraded) = self.inner.shards.summary();
+        RemoteStats {
+            hits: counters.hits.load(Ordering::Relaxed),
+            misses: counters.misses.load(Ordering::Relaxed),
+            errors: counters.errors.load(Ordering::Relaxed),
+            decode_failures: counters.decode_failures.load(Ordering::Relaxed),
+            notices_sent: counters.notices_sent.load(Ordering::Relaxed),
+            notices_received: self.inner.hub.received(),
+            subscribed: self.inner.hub.is_subscribed(),
+            late_answers: counters.late_answers.load(Ordering::Relaxed),
+            orphans_released: counters.orphans_released.load(Ordering::Relaxed),
+            breaker,
+            breaker_opened,
+            degraded,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

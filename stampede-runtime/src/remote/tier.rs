@@ -1,0 +1,482 @@
+//! One cache's side of the shared store ([`Tier`]): the serde codec its types allow
+//! ([`Codec`]), what a read found ([`Found`]), and the bookkeeping that keeps this
+//! replica's memory and running loads in line with other replicas' notices.
+//!
+//! Memory and the shared store must never disagree for longer than a notice takes:
+//! - a tiered node keeps a copy of what it loaded or read; a notice from another node
+//!   (a publish or an invalidation of that key) drops it, so the next call re-reads;
+//! - a load of a key is registered from before its first read to its end; a notice from
+//!   another node naming that key under a fence above the one the load read means the
+//!   load started before a newer write: it is detached, as a local invalidation detaches
+//!   it (its callers get its value, calls after the notice start a new load, and memory
+//!   does not keep it). A notice that arrives while the read is still on its way is
+//!   caught the same way;
+//! - a node that lost its subscription may have missed notices: it drops every copy and
+//!   detaches every load, and again once subscribed;
+//! - the redis backend keeps no copies, except of values loaded while the store could not
+//!   be read (degraded) or too large to share; those obey the same notices, and a
+//!   degraded one is served only for the degraded bound, since an invalidation it could
+//!   not hear may have passed.
+use super::keys::{EntryKey, KeyError};
+use super::lease::HeldLease;
+use super::replica::Remote;
+use super::store::{
+    Holder, Lease, LeaseRequest, Notice, NoticeKind, Published, Read, StoreError, Wake,
+};
+use super::wire::{Header, Wire, WireError};
+use crate::clock::Instant;
+use crate::envelope::Envelope;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// The serde operations of one cache's key and value types, captured where the types
+/// are known to allow them, so the loader needs no serde bounds.
+pub(crate) struct Codec<K, V> {
+    key: fn(&str, &str, u32, &K) -> Result<EntryKey, KeyError>,
+    encode: fn(&Wire, &Header, &V) -> Result<Vec<u8>, WireError>,
+    decode: fn(&Wire, &[u8]) -> Decoded<V>,
+}
+
+type Decoded<V> = Result<(Header, V), WireError>;
+
+impl<K, V> Clone for Codec<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for Codec<K, V> {}
+
+impl<K: Serialize, V: Serialize + DeserializeOwned + 'static> Codec<K, V> {
+    pub(crate) fn new() -> Self {
+        Codec {
+            key: |prefix, name, version, key| EntryKey::new(prefix, name, version, key),
+            encode: |wire, header, value| wire.encode(header, value),
+            decode: |wire, bytes| wire.decode(bytes),
+        }
+    }
+}
+
+/// What a cache found in the shared store before calling its origin.
+pub(crate) struct Found<K, V> {
+    pub(crate) key: EntryKey,
+    /// The server's clock and the key's fence at the read: the publish goes under it.
+    /// `None`: the store could not be read (degraded).
+    pub(crate) read: Option<Read>,
+    /// The stored value, as a memory envelope, if one decoded.
+    pub(crate) envelope: Option<Envelope<V>>,
+    /// The key's lease, when this read took it: the publish ends it, anything else gives
+    /// it back.
+    pub(crate) lease: Option<HeldLease>,
+    /// The value is too large to share: each replica loads it and keeps its own copy.
+    pub(crate) too_large: bool,
+    /// This load, registered for the notices that detach it.
+    pub(crate) watching: Loading<K, V>,
+}
+
+impl<K, V> Found<K, V> {
+    /// Another replica holds the key's lease.
+    pub(crate) fn holder(&self) -> Option<Holder> {
+        match self.read.as_ref()?.lease {
+            Lease::HeldBy(holder) => Some(holder),
+            _ => None,
+        }
+    }
+
+    /// This read took the lease over from a holder that had gone quiet.
+    pub(crate) fn took_over(&self) -> bool {
+        matches!(
+            self.read.as_ref().map(|read| read.lease),
+            Some(Lease::Granted {
+                took_over: true,
+                ..
+            })
+        )
+    }
+}
+
+/// What became of a publish, for what memory keeps of the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wrote {
+    /// Stored (or already past its time there): every replica can read it.
+    Stored,
+    /// Refused: a newer load or an invalidation got there first. Nobody keeps it.
+    Refused,
+    /// Nobody knows: no answer, or memory full.
+    Unconfirmed,
+    /// Too large to share: other replicas were told to load it themselves.
+    TooLarge,
+}
+
+/// One cache's side of the shared store.
+pub(crate) struct Tier<K, V> {
+    pub(crate) remote: Arc<Remote>,
+    codec: Codec<K, V>,
+    name: Arc<str>,
+    version: u32,
+    /// Tiered: memory copies are kept. Redis: only while the store is unreachable.
+    pub(crate) keeps_memory: bool,
+    /// Value key → key of each memory copy and the fence its value was read or written
+    /// under, so a notice naming the value key finds it, and one no newer leaves it.
+    copies: moka::sync::Cache<String, (K, u64)>,
+    /// Value key → the loads of it running now.
+    loading: Mutex<HashMap<String, Loads<K>>>,
+    /// Value key → until when another replica is left to refresh it (its lease was held
+    /// and its holder not due to be taken over before then), and how long that holder
+    /// will have held the lease by then. A notice for the key ends it early.
+    held_elsewhere: moka::sync::Cache<String, (Instant, Duration)>,
+}
+
+/// The running loads of one key, and the highest fence any of their reads returned.
+struct Loads<K> {
+    key: K,
+    fence: u64,
+    count: usize,
+}
+
+/// One load's registration (see [`Tier::loading`]); dropped when the load ends.
+pub(crate) struct Loading<K, V> {
+    tier: Arc<Tier<K, V>>,
+    value_key: String,
+}
+
+impl<K, V> Tier<K, V>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        remote: Arc<Remote>,
+        codec: Codec<K, V>,
+        name: Arc<str>,
+        version: u32,
+        keeps_memory: bool,
+        capacity: u64,
+    ) -> Self {
+        Tier {
+            remote,
+            codec,
+            name,
+            version,
+            keeps_memory,
+            copies: moka::sync::Cache::new(capacity),
+            loading: Mutex::new(HashMap::new()),
+            held_elsewhere: moka::sync::Cache::new(capacity),
+        }
+    }
+
+    pub(crate) fn entry_key(&self, key: &K) -> Result<EntryKey, KeyError> {
+        (self.codec.key)(&self.remote.prefix, &self.name, self.version, key)
+    }
+
+    /// Remembers a memory copy of `key` read or written under `fence`, for the notices
+    /// that will drop it.
+    pub(crate) fn copied(&self, entry: &EntryKey, key: &K, fence: u64) {
+        self.copies
+            .insert(entry.value().to_owned(), (key.clone(), fence));
+    }
+
+    /// The key of the memory copy `notice` (from another replica) outdates, forgotten: a
+    /// publish or an invalidation under a fence above the copy's. The notice of the very
+    /// write a copy was read from, arriving after the read, leaves it: dropping its
+    /// bookkeeping there would leave the copy deaf to the invalidation that follows.
+    pub(crate) fn noticed(&self, notice: &Notice) -> Option<K> {
+        self.held_elsewhere.invalidate(&notice.key);
+        if notice.kind == NoticeKind::Released {
+            return None;
+        }
+        let (_, fence) = self.copies.get(&notice.key)?;
+        if notice.fence <= fence {
+            return None;
+        }
+        self.copies.remove(&notice.key).map(|(key, _)| key)
+    }
+
+    /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping
+    /// or replacing it itself.
+    pub(crate) fn forget(&self, entry: &EntryKey) {
+        self.held_elsewhere.invalidate(entry.value());
+        self.copies.invalidate(entry.value());
+    }
+
+    pub(crate) fn forget_copies(&self) {
+        self.copies.invalidate_all();
+        self.held_elsewhere.invalidate_all();
+    }
+
+    fn loads(&self) -> MutexGuard<'_, HashMap<String, Loads<K>>> {
+        self.loading.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a load of `key` at `entry`, before its first read, until the returned
+    /// registration is dropped.
+    pub(crate) fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
+        let value_key = entry.value().to_owned();
+        self.loads()
+            .entry(value_key.clone())
+            .or_insert_with(|| Loads {
+                key: key.clone(),
+                fence: 0,
+                count: 0,
+            })
+            .count += 1;
+        Loading {
+            tier: self.clone(),
+            value_key,
+        }
+    }
+
+    /// The key of a running load that `notice` (from another replica) makes older than
+    /// the store: a publish or an invalidation under a fence above every fence its reads
+    /// returned. A released lease changes no value.
+    pub(crate) fn outdated_by(&self, notice: &Notice) -> Option<K> {
+        if notice.kind == NoticeKind::Released {
+            return None;
+        }
+        let loads = self.loads();
+        let loads = loads.get(&notice.key)?;
+        (notice.fence > loads.fence).then(|| loads.key.clone())
+    }
+
+    /// Until when another replica is left to refresh `entry`, and how long its holder
+    /// will have held the lease by then.
+    pub(crate) fn held_elsewhere(&self, entry: &EntryKey) -> Option<(Instant, Duration)> {
+        self.held_elsewhere.get(entry.value())
+    }
+
+    /// Leaves `entry`'s refresh to the replica holding its lease until `until`, by when it
+    /// will have held the lease for `quiet`: a refresh after that takes it over.
+    pub(crate) fn leave_to_holder(&self, entry: &EntryKey, until: Instant, quiet: Duration) {
+        self.held_elsewhere
+            .insert(entry.value().to_owned(), (until, quiet));
+    }
+
+    /// Invalidates every entry of this cache in the shared store; see
+    /// [`Remote::invalidate_all`].
+    pub(crate) async fn invalidate_all(&self) -> Result<usize, StoreError> {
+        let pattern = EntryKey::cache_pattern(&self.remote.prefix, &self.name, self.version);
+        let prefix = EntryKey::cache_prefix(&self.remote.prefix, &self.name, self.version);
+        self.forget_copies();
+        self.remote.invalidate_all(&pattern, &prefix).await
+    }
+
+    /// The entry `key` addresses in the shared store. `None` when the key cannot be
+    /// addressed (its `Serialize` failed): the cache then works from memory.
+    pub(crate) fn address(&self, key: &K) -> Option<EntryKey> {
+        match self.entry_key(key) {
+            Ok(entry) => Some(entry),
+            Err(error) => {
+                tracing::warn!(target: "stampede", cache = %self.name, %error, "key cannot be written for the shared store; served from memory");
+                None
+            }
+        }
+    }
+
+    /// Resolves on the next notice naming `entry`, or at once when notices are not
+    /// flowing. Register it before a read, so a publish right after the read still wakes.
+    pub(crate) fn watch(&self, entry: &EntryKey) -> tokio::sync::oneshot::Receiver<Wake> {
+        self.remote.store().watch(entry)
+    }
+
+    /// Whether notices flow, to wait for them to.
+    pub(crate) fn subscription(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.remote.store().subscription()
+    }
+
+    /// Reads `entry` from the shared store for the load `watching` registered, taking its
+    /// lease when `lease` asks and the store grants it. A failed read is
+    /// `Found { read: None, .. }` (degraded).
+    pub(crate) async fn find(
+        &self,
+        entry: EntryKey,
+        lease: Option<LeaseRequest>,
+        now: Instant,
+        generation: u64,
+        watching: Loading<K, V>,
+    ) -> Found<K, V> {
+        let read = match self.remote.read(&entry, lease).await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::debug!(target: "stampede", cache = %self.name, %error, "shared store unreachable; loading in this process");
+                return Found {
+                    key: entry,
+                    read: None,
+                    envelope: None,
+                    lease: None,
+                    too_large: false,
+                    watching,
+                };
+            }
+        };
+        watching.saw(read.fence);
+        let lease = match (read.lease, lease) {
+            (Lease::Granted { .. }, Some(request)) => Some(HeldLease::new(
+                self.remote.clone(),
+                entry.clone(),
+                request.token,
+            )),
+            _ => None,
+        };
+        let mut too_large = false;
+        let envelope = read.envelope.as_deref().and_then(|bytes| {
+            match (self.codec.decode)(&self.remote.wire, bytes) {
+                Ok((header, value)) => Some(to_memory(
+                    &header,
+                    value,
+                    read.clock.now_ms(),
+                    now,
+                    generation,
+                )),
+                Err(WireError::TooLargeToShare { stale_until_ms }) => {
+                    too_large = stale_until_ms > read.clock.now_ms();
+                    None
+                }
+                Err(error) => {
+                    tracing::warn!(target: "stampede", key = %entry, %error, "unusable envelope in the shared store, treated as a miss");
+                    self.remote.store().count_decode_failure();
+                    None
+                }
+            }
+        });
+        Found {
+            key: entry,
+            read: Some(read),
+            envelope,
+            lease,
+            too_large,
+            watching,
+        }
+    }
+
+    /// Publishes `envelope` under the fence `found`'s read returned (the lease's, when the
+    /// read took it), with the source version the value carries. A publish the store
+    /// answered ends the lease, stored or refused.
+    pub(crate) async fn publish(
+        &self,
+        found: &mut Found<K, V>,
+        envelope: &Envelope<V>,
+        now: Instant,
+    ) -> Wrote {
+        let Some(read) = &found.read else {
+            return Wrote::Unconfirmed;
+        };
+        let server_now = read.clock.now_ms();
+        let header = to_wire(envelope, server_now, now, read.fence);
+        let (bytes, wrote) = match (self.codec.encode)(&self.remote.wire, &header, &envelope.value)
+        {
+            Ok(bytes) => (bytes, None),
+            Err(WireError::Oversized { len, limit }) => {
+                tracing::warn!(target: "stampede", key = %found.key, len, limit, "value too large to share (max_value_bytes): every replica loads it itself");
+                (self.remote.wire.too_large(&header), Some(Wrote::TooLarge))
+            }
+            Err(error) => {
+                tracing::warn!(target: "stampede", key = %found.key, %error, "value not written to the shared store");
+                return Wrote::Unconfirmed;
+            }
+        };
+        let publication = super::store::Publication {
+            fence: read.fence,
+            token: found.lease.as_ref().map(HeldLease::token),
+            envelope: bytes,
+            keep_until_ms: header.keep_until_ms,
+            source_version: envelope.source_version,
+            recompute: Duration::try_from_secs_f64(envelope.delta).unwrap_or_default(),
+            incarnation: read.incarnation.clone(),
+        };
+        match self.remote.store().publish(&found.key, publication).await {
+            Ok(published) => {
+                if let Some(lease) = found.lease.take() {
+                    lease.published();
+                }
+                match published {
+                    Published::RefusedByFence
+                    | Published::RefusedAfterRestart
+                    | Published::RefusedBySourceVersion => {
+                        tracing::debug!(target: "stampede", key = %found.key, outcome = ?published, "publish refused: a newer load or an invalidation got there first");
+                        Wrote::Refused
+                    }
+                    Published::OutOfMemory => Wrote::Unconfirmed,
+                    Published::Stored | Published::AlreadyExpired => wrote.unwrap_or(Wrote::Stored),
+                }
+            }
+            Err(error) => {
+                // It may have run: the lease goes back (only if still ours) when dropped.
+                tracing::debug!(target: "stampede", key = %found.key, %error, "value not written to the shared store");
+                Wrote::Unconfirmed
+            }
+        }
+    }
+}
+
+impl<K, V> Loading<K, V> {
+    /// A read of this load returned `fence`: notices at or below it are not news to it.
+    fn saw(&self, fence: u64) {
+        let mut loads = self
+            .tier
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(loads) = loads.get_mut(&self.value_key) {
+            loads.fence = loads.fence.max(fence);
+        }
+    }
+}
+
+impl<K, V> Drop for Loading<K, V> {
+    fn drop(&mut self) {
+        let mut loads = self
+            .tier
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = loads.get_mut(&self.value_key) {
+            entry.count -= 1;
+            if entry.count == 0 {
+                loads.remove(&self.value_key);
+            }
+        }
+    }
+}
+
+/// A stored envelope on this cache's clock. Deadlines already past land on `now`.
+fn to_memory<V>(
+    header: &Header,
+    value: V,
+    server_now: u64,
+    now: Instant,
+    generation: u64,
+) -> Envelope<V> {
+    let at = |ms: u64| now + Duration::from_millis(ms.saturating_sub(server_now));
+    Envelope {
+        value,
+        // Its age counts from here: this clock cannot express moments before its start.
+        loaded_at: now,
+        fresh_until: at(header.fresh_until_ms),
+        stale_until: at(header.stale_until_ms),
+        keep_until: at(header.keep_until_ms),
+        delta: header.delta,
+        generation,
+        rearmed: false,
+        source_version: header.source_version,
+    }
+}
+
+/// A memory envelope's deadlines in server milliseconds.
+fn to_wire<V>(envelope: &Envelope<V>, server_now: u64, now: Instant, fence: u64) -> Header {
+    let ms = |at: Instant| {
+        let ahead = at.saturating_duration_since(now).as_millis();
+        server_now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
+    };
+    Header {
+        fresh_until_ms: ms(envelope.fresh_until),
+        stale_until_ms: ms(envelope.stale_until),
+        keep_until_ms: ms(envelope.keep_until),
+        loaded_at_ms: server_now,
+        delta: envelope.delta,
+        fence,
+        source_version: envelope.source_version,
+    }
+}
