@@ -1,7 +1,15 @@
 //! `#[cached]`: turns an existing `async fn` (or a plain `fn`, for threads) into a guarded
-//! loader. See the `stampede`
-//! crate for the options; this crate is its code generator:
-//! parse (`args.rs`) → check (`check.rs`) → expand (`expand.rs`).
+//! loader. See the `stampede` crate for the options; this crate is its code generator, in
+//! three stages, each of which uses only what the stages before it make:
+//!
+//! - `args`: the attribute's grammar, into a typed model (`Args`): `grammar.rs`
+//!   splits the options, `values.rs` reads each kind of value.
+//! - `check`: what the attribute refuses, as a list of named checks over the options and
+//!   the function, into the checked model (`Plan`); `key_usage.rs` finds which
+//!   arguments a `key = ...` expression uses.
+//! - `expand`: the generated code, from the plan alone.
+//!
+//! Every stage reports into one `Ctxt`, so all mistakes are shown together.
 #![forbid(unsafe_code)]
 
 mod args;
