@@ -32,13 +32,13 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         options::check_error_path_options(&args, returns, cx);
         options::check_cache_none(&args, returns, cx);
     }
-    let (cloned, accounted) = clone::check_clones(&args, receiver.as_ref(), &params, cx);
-    let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &accounted, cx);
+    let (cloned, clone_listed) = clone::check_clones(&args, receiver.as_ref(), &params, cx);
+    let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &clone_listed, cx);
     let mode = mode::leader_mode(
         sig,
         receiver.as_ref(),
         &params,
-        &accounted,
+        &clone_listed,
         args.mode.as_ref(),
         cx,
     );
@@ -48,6 +48,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         key,
         key_span,
         returns: returns?,
+        // A plain `fn` runs the origin in the calling thread, whatever its arguments.
         mode: if sync { Mode::Inline } else { mode },
         sync,
         params,

@@ -7,7 +7,7 @@ use crate::plan::{Cloned, Param};
 use std::collections::BTreeSet;
 use syn::{Ident, Receiver, ReceiverKind, Type};
 
-/// The clones, and every known name the option lists (accounted for in the key check even
+/// The clones, and every known name the option lists (listed for in the key check even
 /// when its clone is refused, so one mistake is one error).
 pub(super) fn check_clones(
     args: &Args,
@@ -16,7 +16,7 @@ pub(super) fn check_clones(
     cx: &mut Ctxt,
 ) -> (Vec<Cloned>, BTreeSet<String>) {
     let mut cloned = Vec::new();
-    let mut accounted = BTreeSet::new();
+    let mut listed = BTreeSet::new();
     for written in args.clone.iter().flat_map(|s| s.value.iter()) {
         let text = written.to_string();
         let target = if text == "self" {
@@ -31,13 +31,13 @@ pub(super) fn check_clones(
             signature::not_an_argument(written, receiver, params, cx);
             continue;
         };
-        if !accounted.insert(text) {
+        if !listed.insert(text) {
             cx.error(written, format!("`{written}` is cloned twice"));
             continue;
         }
         cloned.extend(check_clone(written, &ty, is_self, cx));
     }
-    (cloned, accounted)
+    (cloned, listed)
 }
 
 /// A clone of a shared borrow (or of `self`, however it is taken); `None` for one the

@@ -15,7 +15,7 @@ pub(super) fn check_key_covers_arguments(
     args: &Args,
     receiver: Option<&Receiver>,
     params: &[Param],
-    cloned: &BTreeSet<String>,
+    clone_listed: &BTreeSet<String>,
     cx: &mut Ctxt,
 ) -> Option<(Key, Option<Span>)> {
     let names = argument_names(receiver, params);
@@ -26,25 +26,28 @@ pub(super) fn check_key_covers_arguments(
         None => names
             .iter()
             .map(|(n, _)| n.clone())
-            .filter(|n| !skipped.contains_key(n) && !cloned.contains(n) && n != "self")
+            .filter(|n| !skipped.contains_key(n) && !clone_listed.contains(n) && n != "self")
             .collect(),
     };
     let mut complete = true;
     if args.key.is_none() {
-        // The first borrowed handle only: the others are most likely the same mistake.
+        // `any` stops at the first: one borrowed handle is reported, not each.
         complete &= !params
             .iter()
             .filter(|p| in_key.contains(&p.ident().to_string()))
             .any(|p| check_borrowed_handle(p, cx));
     }
     for (name, span) in &names {
-        complete &= check_accounted(name, *span, args, &in_key, &skipped, cloned, cx);
+        complete &= check_accounted(name, *span, args, &in_key, &skipped, clone_listed, cx);
     }
     if !complete {
         return None;
     }
     match &args.key {
-        None => Some((Key::Params(default_key(params, &skipped, cloned)), None)),
+        None => Some((
+            Key::Params(default_key(params, &skipped, clone_listed)),
+            None,
+        )),
         Some(key) => written_key(key, args.key_type.as_ref(), params, cx),
     }
 }
@@ -91,7 +94,7 @@ fn check_accounted(
     args: &Args,
     in_key: &BTreeSet<String>,
     skipped: &BTreeMap<String, &Ident>,
-    cloned: &BTreeSet<String>,
+    clone_listed: &BTreeSet<String>,
     cx: &mut Ctxt,
 ) -> bool {
     let keyed = in_key.contains(name);
@@ -103,7 +106,7 @@ fn check_accounted(
             );
             false
         }
-        None if !keyed && !cloned.contains(name) => {
+        None if !keyed && !clone_listed.contains(name) => {
             let message = if name == "self" {
                 "`self` is neither in the key nor skipped: write `skip(self)` if the result does not depend on it, or use it in `key = ...` (with `key_type`)".to_owned()
             } else {
@@ -122,12 +125,12 @@ fn check_accounted(
 fn default_key(
     params: &[Param],
     skipped: &BTreeMap<String, &Ident>,
-    cloned: &BTreeSet<String>,
+    clone_listed: &BTreeSet<String>,
 ) -> Vec<usize> {
     (0..params.len())
         .filter(|&i| {
             let name = params[i].ident().to_string();
-            !skipped.contains_key(&name) && !cloned.contains(&name)
+            !skipped.contains_key(&name) && !clone_listed.contains(&name)
         })
         .collect()
 }

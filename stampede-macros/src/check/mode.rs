@@ -15,11 +15,11 @@ pub(super) fn leader_mode(
     sig: &Signature,
     receiver: Option<&Receiver>,
     params: &[Param],
-    cloned: &BTreeSet<String>,
+    clone_listed: &BTreeSet<String>,
     declared: Option<&Set<LoadMode>>,
     cx: &mut Ctxt,
 ) -> Mode {
-    let (borrowing, generic) = borrowing_arguments(sig, receiver, params, cloned);
+    let (borrowing, generic) = borrowing_arguments(sig, receiver, params, clone_listed);
     match declared.map(|d| d.value) {
         Some(LoadMode::Inline) => Mode::Inline,
         Some(LoadMode::Detached) => {
@@ -42,7 +42,7 @@ fn borrowing_arguments(
     sig: &Signature,
     receiver: Option<&Receiver>,
     params: &[Param],
-    cloned: &BTreeSet<String>,
+    clone_listed: &BTreeSet<String>,
 ) -> (Vec<(Span, String)>, bool) {
     let generics: BTreeSet<String> = sig
         .generics
@@ -51,11 +51,11 @@ fn borrowing_arguments(
         .collect();
     let mut borrowing: Vec<(Span, String)> = Vec::new();
     let mut generic = false;
-    if let Some(receiver) = receiver.filter(|_| !cloned.contains("self")) {
+    if let Some(receiver) = receiver.filter(|_| !clone_listed.contains("self")) {
         borrowing.push((receiver.self_token.span, "self".to_owned()));
     }
     for param in params {
-        if cloned.contains(&param.ident().to_string()) {
+        if clone_listed.contains(&param.ident().to_string()) {
             continue;
         }
         let mut borrows = Borrows {

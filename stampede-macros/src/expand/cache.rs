@@ -14,11 +14,15 @@ static EXPANSIONS: AtomicUsize = AtomicUsize::new(0);
 /// What finds (and on first use builds) the function's cache: everything of a
 /// `#private::handle(...)` call but the instantiation and the key's argument form.
 pub(super) struct CacheSite {
+    /// This expansion's own place: module path, function name and expansion number.
     site: TokenStream,
     /// The function's name as `type_name` prints it, which has no `r#`.
     function: String,
+    /// `name = "..."` as an `Option<&str>`.
     explicit_name: TokenStream,
+    /// The `__stampede_build` item.
     build: TokenStream,
+    /// The plan's leader mode, as the runtime's `LeaderMode`.
     mode: TokenStream,
 }
 
@@ -79,9 +83,9 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
         ..
     } = types;
     let policy = policy(plan);
+    let failure = quote!(#private::Failure::<#error_ty>::cache);
     // Without `local`, the runtime's backend decides where values live, so serde must be
     // able to write them; `local` caches never leave memory.
-    let failure = quote!(#private::Failure::<#error_ty>::cache);
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
             quote!(#asserted.build_claimed(#policy, #failure, claim, source_version))
