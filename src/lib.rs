@@ -44,9 +44,9 @@
 pub use stampede_macros::cached;
 pub use stampede_runtime::{
     bypass, bypass_blocking, refresh, refresh_blocking, warmup, Backend, BackendStats, Cache,
-    CacheBuilder, CacheKey, CacheValue, Clock, ConfigError, Error, ExpressionKey, FromCacheError,
+    CacheBuilder, CacheError, CacheKey, CacheValue, Clock, ConfigError, Error, ExpressionKey,
     Handle, KeyOf, LeaderMode, LocalValue, OriginError, Overrides, PerCall, Policy, PolicyBuilder,
-    PolicyError, Runtime, RuntimeBuilder, SharedError, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
+    PolicyError, Runtime, RuntimeBuilder, Stats, WarmupReport, DEFAULT_QUEUE_TIMEOUT,
     WARMUP_CONCURRENCY,
 };
 

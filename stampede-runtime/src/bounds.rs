@@ -39,14 +39,5 @@ impl<T: LocalValue + Serialize + DeserializeOwned> CacheValue for T {}
     label = "this cache fails with `{Self}`",
     note = "every caller of a failed load gets a clone of its error, so a `Cache`'s error type must be `Clone + Send + Sync + 'static`; for an error that is not `Clone`, use `Arc<E>` and `CacheBuilder::new(policy, map_error)`, or `#[cached]`, which shares it for you"
 )]
-pub trait SharedError: Clone + Send + Sync + 'static {}
-impl<T: Clone + Send + Sync + 'static> SharedError for T {}
-
-/// An error type that can carry stampede's own failures.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot carry stampede's own failures (timeouts, overload)",
-    label = "this function fails with `{Self}`",
-    note = "implement `From<stampede::Error> for {Self}`, or pass `map_error = path::to::fn` taking a `stampede::Error`"
-)]
-pub trait FromCacheError: From<crate::Error> {}
-impl<T: From<crate::Error>> FromCacheError for T {}
+pub trait CacheError: Clone + Send + Sync + 'static {}
+impl<T: Clone + Send + Sync + 'static> CacheError for T {}

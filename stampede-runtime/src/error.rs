@@ -1,6 +1,6 @@
 //! Failures the framework itself causes. Errors of the origin are the caller's own type.
 use crate::config::ConfigError;
-pub use crate::failure::OriginError;
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,22 +168,66 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// An origin's error shared by the callers of one failed load ([`Error::Shared`]): the
+/// original behind an `Arc`, printed as the original prints.
+#[derive(Clone)]
+pub struct OriginError(Arc<dyn Origin>);
 
-    /// Every fresh hit of a function returning `Result<V, stampede::Error>` writes one of
-    /// these; a rare variant's details go behind a box rather than into every `Result`.
-    #[test]
-    fn the_error_stays_small() {
-        assert!(
-            std::mem::size_of::<Error>() <= 56,
-            "{} bytes",
-            std::mem::size_of::<Error>()
-        );
-        assert_eq!(
-            std::mem::size_of::<Result<String, Error>>(),
-            std::mem::size_of::<Error>()
-        );
+/// What the shared form needs of the original: to print it, and to give it back.
+trait Origin: Any + Send + Sync {
+    fn display(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<E: fmt::Display + fmt::Debug + Send + Sync + 'static> Origin for E {
+    fn display(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
+
+impl OriginError {
+    /// The shared form of `error`.
+    pub fn new<E: fmt::Display + fmt::Debug + Send + Sync + 'static>(error: Arc<E>) -> Self {
+        OriginError(error)
+    }
+
+    /// The original, when it is an `E`.
+    pub fn downcast_ref<E: 'static>(&self) -> Option<&E> {
+        Origin::as_any(&*self.0).downcast_ref()
+    }
+}
+
+impl fmt::Display for OriginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.display(f)
+    }
+}
+
+impl fmt::Debug for OriginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OriginError(")?;
+        self.0.debug(f)?;
+        f.write_str(")")
+    }
+}
+
+/// Two shared forms are equal when they share one original.
+impl PartialEq for OriginError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for OriginError {}
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@
 //! `Repo::<A>::get` and `Repo::<B>::get` are two caches). The function keeps its cache in
 //! a static of its own, so a call costs one load and one pointer compare; the handle, a
 //! constant that cannot name that static, finds the same cache by the same identity.
-use crate::bounds::{CacheKey, LocalValue, SharedError};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::cache::Cache;
 use crate::error::Error;
 use crate::stats::Stats;
@@ -98,7 +98,7 @@ impl<K, V, E, B> Handle<K, V, E, B>
 where
     K: CacheKey,
     V: LocalValue,
-    E: SharedError,
+    E: CacheError,
 {
     /// The cache, created on first use.
     pub fn cache(&self) -> Cache<K, V, E> {
@@ -342,17 +342,4 @@ fn parent(path: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_instance_is_the_item_a_closure_was_written_in() {
-        assert_eq!(
-            instance("app::Repo<app::A>::get::{{closure}}::{{closure}}"),
-            "app::Repo<app::A>::get"
-        );
-        assert_eq!(instance("app::free<u8>::{{closure}}"), "app::free<u8>");
-        assert_eq!(parent("app::Repo<app::m::A>::GET"), "app::Repo<app::m::A>");
-        assert_eq!(parent("app::m::GET"), "app::m");
-    }
-}
+mod tests;

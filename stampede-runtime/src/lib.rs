@@ -34,19 +34,21 @@ mod negative;
 mod per_call;
 mod policy;
 mod remote;
+mod runtime;
 mod stats;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod warmup;
 pub mod xfetch;
 
-pub use bounds::{CacheKey, CacheValue, FromCacheError, LocalValue, SharedError};
+pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue};
 pub use cache::{Cache, CacheBuilder};
 pub use clock::Clock;
-pub use config::{Backend, ConfigError, Overrides, Runtime, RuntimeBuilder, DEFAULT_QUEUE_TIMEOUT};
+pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
 pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
+pub use runtime::{Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

@@ -54,13 +54,13 @@ where
 
     /// The envelope held for `key`, shared with the store: what the hit path reads.
     #[inline(always)]
-    pub(crate) fn get_shared(&self, key: &K) -> Option<Arc<Envelope<V>>> {
+    pub(crate) fn get_arc(&self, key: &K) -> Option<Arc<Envelope<V>>> {
         self.entries.get(key)
     }
 
     /// The envelope held for `key`, a copy of its own.
     pub(crate) fn get(&self, key: &K) -> Option<Envelope<V>> {
-        self.get_shared(key).map(|shared| Envelope::clone(&shared))
+        self.get_arc(key).map(|shared| Envelope::clone(&shared))
     }
 
     pub(crate) fn insert(&self, key: K, envelope: Envelope<V>) {
@@ -122,22 +122,4 @@ fn random_u64() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_cache_hashes_with_seeds_of_its_own() {
-        let (one, other) = (seeded_hasher(), seeded_hasher());
-        let keys = [0_u64, 1, 42, u64::MAX];
-        let differ = keys
-            .iter()
-            .filter(|key| one.hash_one(key) != other.hash_one(key))
-            .count();
-        assert_eq!(differ, keys.len(), "no key hashes the same in both caches");
-        assert_eq!(
-            one.hash_one(42_u64),
-            one.hash_one(42_u64),
-            "stable within a cache"
-        );
-    }
-}
+mod tests;

@@ -40,6 +40,8 @@ pub(super) fn handle_const(
     let handle_site = cache.handle(quote!(|| ::core::any::type_name_of_val(&|| ())), &key_of);
     quote! {
         #[doc = #doc]
+        // The handle is for the function's callers to use (invalidate, stats): a crate that
+        // never does must not be warned about it.
         #[allow(dead_code)]
         #vis const #handle: #private::Handle<#key_ty, #value_ty, #cache_error_ty, #key_of_ty> = #handle_site;
     }

@@ -9,18 +9,14 @@
 //! calls the origin. What needs a runtime of its own does not happen: a stale-window or
 //! XFetch refresh runs in the thread that triggers it (every other thread gets the
 //! current value at once), and outside a Tokio runtime no deadline is kept.
-use crate::cache::{Cache, Lookup};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::cache::{Cache, Inline, Lookup};
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
-impl<K, V, E> Cache<K, V, E>
-where
-    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Returns `key`'s value, loading it through the blocking `origin` when nothing
     /// servable is cached; the calling thread waits for a load of its key that is running
     /// (see the module's documentation above for what applies).
@@ -33,9 +29,11 @@ where
         // A fresh hit is answered before a waker is made (an allocation) for the load.
         match self.lookup(&key) {
             Lookup::Fresh(value) => Ok(value),
-            Lookup::Load(found) => block_on(
-                self.load_inline_found(key, found, move |key| std::future::ready(origin(key))),
-            ),
+            Lookup::Load(found) => {
+                block_on(self.load_found::<Inline, _, _>(key, found, move |key| {
+                    std::future::ready(origin(key))
+                }))
+            }
         }
     }
 
@@ -77,83 +75,4 @@ fn block_on<T>(future: impl Future<Output = T>) -> T {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::{Cache, Policy};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Barrier;
-    use std::time::{Duration, Instant};
-
-    const DEADLINE: Duration = Duration::from_secs(20);
-
-    #[test]
-    fn threads_that_miss_one_key_together_share_one_origin_call() {
-        const THREADS: usize = 8;
-        let policy = Policy::builder("blocking")
-            .fresh(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let cache: Cache<u32, usize> = Cache::new(policy);
-        let calls = AtomicUsize::new(0);
-        let start = Barrier::new(THREADS);
-        std::thread::scope(|scope| {
-            for _ in 0..THREADS {
-                scope.spawn(|| {
-                    start.wait();
-                    let answer = cache.load_blocking(1, |_| {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        // Held until every other thread waits on this load.
-                        let until = Instant::now() + DEADLINE;
-                        while cache.stats().coalesced < (THREADS - 1) as u64 {
-                            assert!(Instant::now() < until, "the other threads never joined");
-                            std::thread::yield_now();
-                        }
-                        Ok(7)
-                    });
-                    assert_eq!(answer, Ok(7));
-                });
-            }
-        });
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert_eq!(cache.stats().origin_calls, 1);
-    }
-
-    #[test]
-    fn a_waiting_thread_takes_over_when_the_leading_thread_panics() {
-        let policy = Policy::builder("blocking-takeover")
-            .fresh(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let cache: Cache<u32, usize> = Cache::new(policy);
-        let calls = AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            let leader = scope.spawn(|| {
-                cache.load_blocking(1, |_| {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    let until = Instant::now() + DEADLINE;
-                    while cache.stats().coalesced < 1 {
-                        assert!(Instant::now() < until, "the waiter never joined");
-                        std::thread::yield_now();
-                    }
-                    panic!("the origin failed");
-                })
-            });
-            let waiter = scope.spawn(|| {
-                let until = Instant::now() + DEADLINE;
-                while calls.load(Ordering::SeqCst) == 0 {
-                    assert!(Instant::now() < until, "the leader never started");
-                    std::thread::yield_now();
-                }
-                cache.load_blocking(1, |_| {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    Ok(9)
-                })
-            });
-            assert!(
-                leader.join().is_err(),
-                "the panic reaches the leading thread"
-            );
-            assert_eq!(waiter.join().unwrap(), Ok(9), "the waiter took over");
-        });
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-    }
-}
+mod tests;

@@ -1,40 +1,82 @@
-//! The two leader modes: joining a key's flight, and running its leader detached (its
-//! own task) or inline (in the leading caller, with takeover), for misses and refreshes.
-use super::*;
+//! The two leader modes, as types the load is generic over ([`Runner`]): how the leader's
+//! steps run (as their own task, or in the leading caller) and what the caller that
+//! triggered a refresh is answered. Everything else about a load is one path (`load.rs`).
+//!
+//! - [`Detached`]: the leader's steps are a Tokio task of their own, so no caller's
+//!   cancellation stops work others wait for; an origin's panic is caught and shared as
+//!   [`Error::OriginPanicked`]; a refresh runs in the background.
+//! - [`Inline`]: the leader's steps run in the leading caller's task, for origins that
+//!   borrow; if that caller is dropped or panics, its flight is abandoned and one waiter
+//!   takes over (see `flight`). A refresh runs in the caller that triggers it, within
+//!   the caller's deadline.
+//!
+//! Also here: the task-local list of flights a task leads, which turns a load that waits
+//! for itself into [`Error::Recursive`] instead of a hang.
+use super::load::Purpose;
+use super::{Inner, LoadLeader};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::deadline;
+use crate::envelope::Envelope;
+use crate::error::Error;
+use crate::flight::Outcome;
+use futures_util::FutureExt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use tracing::Instrument;
 
-impl<K, V, E> Cache<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    pub(super) async fn miss_detached<F, Fut>(
-        &self,
+/// How a leader runs a load: [`Detached`] or [`Inline`]. `F` is the caller's origin.
+pub(crate) trait Runner<K: CacheKey, V: LocalValue, E: CacheError, F> {
+    /// Runs the leader's steps of a miss led by `leader`; the leading caller's answer.
+    fn miss(
+        inner: &Arc<Inner<K, V, E>>,
         key: K,
-        seen: Option<u64>,
+        leader: LoadLeader<K, V, E>,
         origin: F,
-    ) -> Result<V, E>
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<V, E>> + Send + 'static,
-    {
-        let inner = &self.inner;
-        // Boxed where they are rare, so a waiting caller does not carry a whole load.
-        // Uncoalesced, a load is still its own task: a caller that gives up must not cancel
-        // it, or an origin slower than the deadline would never be cached.
-        let leader = match inner.lead_miss(&key, seen).await {
-            Turn::Lead(leader) => leader,
-            Turn::Answered(shared) => return shared,
-        };
+    ) -> impl Future<Output = Result<V, E>>;
+
+    /// Runs a refresh of `current` led by `leader`; the answer of the caller that
+    /// triggered it (`current` itself, unless an inline refresh gives a newer value).
+    fn refresh(
+        inner: &Arc<Inner<K, V, E>>,
+        key: K,
+        leader: LoadLeader<K, V, E>,
+        current: Envelope<V>,
+        origin: F,
+        early: bool,
+    ) -> impl Future<Output = Result<V, E>>;
+}
+
+/// The leader's steps as a task of their own (see the module's documentation).
+pub(crate) struct Detached;
+
+/// The leader's steps in the leading caller's task (see the module's documentation).
+pub(crate) struct Inline;
+
+impl<K, V, E, F, Fut> Runner<K, V, E, F> for Detached
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: FnOnce(&K) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<V, E>> + Send + 'static,
+{
+    async fn miss(
+        inner: &Arc<Inner<K, V, E>>,
+        key: K,
+        leader: LoadLeader<K, V, E>,
+        origin: F,
+    ) -> Result<V, E> {
         let waiter = leader.waiter();
+        let origin = bind(origin, &key);
         let purpose = Purpose::Miss { detached: true };
-        let load = inherit(run_detached(inner.clone(), key, leader, origin, purpose));
+        let load = inherit(detached(inner.clone(), key, leader, origin, purpose));
         // Boxed in a statement of its own: a binding alive across an `.await` is stored in
         // this future, and the load is most of a waiting caller's memory otherwise.
         let unspawned = spawn(load).err().map(Box::pin);
         match unspawned {
             None => match waiter.await {
-                Outcome::Done(shared) => shared,
+                Outcome::Done(answer) => answer,
                 Outcome::Abandoned => Err(inner.fail(Error::Aborted {
                     cache: inner.policy.name().clone(),
                 })),
@@ -44,214 +86,70 @@ where
         }
     }
 
-    pub(super) async fn miss_inline<F, Fut>(
-        &self,
+    async fn refresh(
+        inner: &Arc<Inner<K, V, E>>,
         key: K,
-        seen: Option<u64>,
-        origin: F,
-    ) -> Result<V, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<V, E>>,
-    {
-        let inner = &self.inner;
-        match inner.lead_miss(&key, seen).await {
-            Turn::Lead(leader) => {
-                let purpose = Purpose::Miss { detached: false };
-                inner.run_inline(key, leader, origin, purpose).await
-            }
-            Turn::Answered(shared) => shared,
-        }
-    }
-
-    /// Starts one refresh of `current` in the background, unless one is running.
-    pub(super) async fn refresh_detached<F, Fut>(
-        &self,
-        key: K,
-        current: &Envelope<V>,
+        leader: LoadLeader<K, V, E>,
+        current: Envelope<V>,
         origin: F,
         early: bool,
-    ) where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<V, E>> + Send + 'static,
-    {
-        let inner = &self.inner;
-        let Some(leader) = inner.lead_refresh(&key, current) else {
-            return;
-        };
-        if early {
-            inner.counters.early_refreshes.bump();
-        }
+    ) -> Result<V, E> {
+        let answer = Ok(current.value.clone());
+        let origin = bind(origin, &key);
         // Nobody waits for a background refresh, so it runs outside the flights its caller
         // leads: an origin it calls may wait for them without forming a cycle.
-        let current = Purpose::Refresh {
-            current: current.clone(),
-            early,
-        };
-        let refresh = run_detached(inner.clone(), key, leader, origin, current);
+        let purpose = Purpose::Refresh { current, early };
+        let refresh = detached(inner.clone(), key, leader, origin, purpose);
         if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
             let _ = Box::pin(task).await;
         }
+        answer
+    }
+}
+
+impl<K, V, E, F, Fut> Runner<K, V, E, F> for Inline
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: FnOnce(&K) -> Fut,
+    Fut: Future<Output = Result<V, E>>,
+{
+    /// A panic or cancellation here drops `leader` unsettled, and a waiter takes over.
+    async fn miss(
+        inner: &Arc<Inner<K, V, E>>,
+        key: K,
+        leader: LoadLeader<K, V, E>,
+        origin: F,
+    ) -> Result<V, E> {
+        let origin = bind(origin, &key);
+        let purpose = Purpose::Miss { detached: false };
+        (inner.lead(key, leader, || origin().map(Called::Returned), purpose)).await
     }
 
-    /// Refreshes `current` in this caller, unless a refresh is running; a refresh that
-    /// fails or overruns the deadline leaves `current` as the answer.
-    pub(super) async fn refresh_inline<F, Fut>(
-        &self,
+    /// A refresh that fails or overruns the caller's deadline leaves `current` as the
+    /// answer.
+    async fn refresh(
+        inner: &Arc<Inner<K, V, E>>,
         key: K,
-        current: &Envelope<V>,
+        leader: LoadLeader<K, V, E>,
+        current: Envelope<V>,
         origin: F,
         early: bool,
-    ) -> Result<V, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<V, E>>,
-    {
-        let inner = &self.inner;
-        let Some(leader) = inner.lead_refresh(&key, current) else {
-            return Ok(current.value.clone());
-        };
-        if early {
-            inner.counters.early_refreshes.bump();
-        }
-        let purpose = Purpose::Refresh {
-            current: current.clone(),
-            early,
-        };
-        let refresh = inner.run_inline(key, leader, origin, purpose);
+    ) -> Result<V, E> {
+        let answer = current.value.clone();
+        let origin = bind(origin, &key);
+        let purpose = Purpose::Refresh { current, early };
+        let refresh = inner.lead(key, leader, || origin().map(Called::Returned), purpose);
         let refreshed = match inner.policy.timeout() {
             Some(limit) => deadline::within(limit, refresh).await,
             None => Some(refresh.await),
         };
         match refreshed {
             Some(Ok(value)) => Ok(value),
-            _ => Ok(current.value.clone()),
+            _ => Ok(answer),
         }
     }
-}
-
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    /// This caller's part in a miss, in either leader mode: the leader of a new load
-    /// (always, without coalescing), or an answer: the running load's, or a fresh value
-    /// another flight stored after this caller read memory (`seen`).
-    pub(super) async fn lead_miss(&self, key: &K, seen: Option<u64>) -> Turn<K, V, E> {
-        if let Some(error) = self.known_error(key) {
-            return Turn::Answered(Err(error));
-        }
-        if !self.policy.coalesce() {
-            return Turn::Lead(self.flights.start(key));
-        }
-        let leader = match self.lead_or_wait(key).await {
-            Turn::Lead(leader) => leader,
-            answered => return answered,
-        };
-        match self.stored_since(key, seen) {
-            Some(value) => {
-                leader.settle(Ok(value.clone()), |_| {});
-                Turn::Answered(Ok(value))
-            }
-            None => Turn::Lead(leader),
-        }
-    }
-
-    /// Joins `key`'s flight until this caller either leads it or has the leader's answer.
-    pub(super) async fn lead_or_wait(&self, key: &K) -> Turn<K, V, E> {
-        let mut joined = false;
-        loop {
-            match self.flights.join(key) {
-                Join::Leader(leader) => return Turn::Lead(leader),
-                Join::Waiter(waiter) => {
-                    if leads(waiter.flight_id()) {
-                        // This task runs that flight's origin: waiting for it would be
-                        // waiting for itself, forever.
-                        return Turn::Answered(Err(self.fail(Error::Recursive {
-                            cache: self.policy.name().clone(),
-                        })));
-                    }
-                    // A waiter that takes over and joins again is still one waiter.
-                    if !std::mem::replace(&mut joined, true) {
-                        self.counters.coalesced.bump();
-                    }
-                    // Waiters are events inside the caller's span; only the load is a span.
-                    tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
-                    match waiter.await {
-                        Outcome::Done(shared) => return Turn::Answered(shared),
-                        // The leader was dropped: join again; the first back leads.
-                        Outcome::Abandoned => continue,
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether this caller should refresh `current`: `Some(leader)` (or `Some(None)` when
-    /// coalescing is off), `None` when someone else is on it or has just finished.
-    pub(super) fn lead_refresh(
-        self: &Arc<Self>,
-        key: &K,
-        current: &Envelope<V>,
-    ) -> Option<SharedLeader<K, V, E>> {
-        if !self.policy.coalesce() {
-            return Some(self.flights.start(key));
-        }
-        let Join::Leader(leader) = self.flights.join(key) else {
-            return None;
-        };
-        match self.stored_since(key, Some(current.generation)) {
-            Some(value) => {
-                leader.settle(Ok(value), |_| {});
-                None
-            }
-            None => Some(leader),
-        }
-    }
-
-    /// A fresh value stored after the write `seen` (or any, with `None`). A caller that
-    /// read the store and then became leader after another flight settled takes it instead
-    /// of calling the origin a second time.
-    pub(super) fn stored_since(&self, key: &K, seen: Option<u64>) -> Option<V> {
-        let current = self.store.get(key)?;
-        let newer = seen.is_none_or(|generation| current.generation > generation);
-        (newer && current.state(self.clock.now()) == State::Fresh).then(|| current.value.clone())
-    }
-
-    /// Calls the origin in this task. A panic or cancellation here drops `leader`
-    /// unsettled, and a waiter takes over.
-    pub(super) async fn run_inline<F, Fut>(
-        &self,
-        key: K,
-        leader: SharedLeader<K, V, E>,
-        origin: F,
-        purpose: Purpose<V>,
-    ) -> Result<V, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<V, E>>,
-    {
-        self.lead(key, leader, || origin().map(Called::Returned), purpose)
-            .await
-    }
-}
-
-/// What joining a flight came to.
-pub(super) enum Turn<K: Hash + Eq + Clone, V: Clone, E: Clone> {
-    Lead(SharedLeader<K, V, E>),
-    Answered(Result<V, E>),
-}
-
-/// Why a leader loads.
-pub(super) enum Purpose<V> {
-    /// Nothing servable in memory. `detached`: the load runs as its own task, so its
-    /// callers may be answered (with a stale value from the shared store) before it ends.
-    Miss { detached: bool },
-    /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
-    /// meanwhile.
-    Refresh { current: Envelope<V>, early: bool },
 }
 
 /// What an origin call came to: its result, or a panic a detached flight caught.
@@ -260,19 +158,31 @@ pub(super) enum Called<V, E> {
     Panicked,
 }
 
-/// Runs a detached flight: admission, the origin with its panic caught and shared as an
-/// error, then publishing. Owns everything, so it can be its own task.
-pub(super) async fn run_detached<K, V, E, F, Fut>(
+/// Counts an origin that unwinds through an inline load as a refresh error (a detached
+/// load catches the panic and counts it where it publishes).
+pub(super) struct CountPanic<'a>(pub(super) &'a crate::stats::Counter);
+
+impl Drop for CountPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.bump();
+        }
+    }
+}
+
+/// The leader's steps of a detached load, the origin's panic caught and shared as an
+/// error. Owns everything, so it can be its own task.
+async fn detached<K, V, E, F, Fut>(
     inner: Arc<Inner<K, V, E>>,
     key: K,
-    leader: SharedLeader<K, V, E>,
+    leader: LoadLeader<K, V, E>,
     origin: F,
     purpose: Purpose<V>,
 ) -> Result<V, E>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<V, E>>,
 {
@@ -282,6 +192,16 @@ where
             .map(|called| called.map_or(Called::Panicked, Called::Returned))
     };
     inner.lead(key, leader, origin, purpose).await
+}
+
+/// An origin that receives the key, as one that does not: the key is cloned here, on a
+/// miss or refresh, never on a hit.
+pub(super) fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut
+where
+    F: FnOnce(&K) -> Fut,
+{
+    let key = key.clone();
+    move || origin(&key)
 }
 
 tokio::task_local! {
@@ -298,13 +218,13 @@ pub(super) fn leads(id: u64) -> bool {
 
 /// A task started on the caller's behalf keeps what the caller had: the flights it leads,
 /// and its tracing span, so the load and the origin's own events stay inside the request.
-pub(super) fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
+fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
     let leading = LEADING.try_with(Vec::clone).unwrap_or_default();
     LEADING.scope(leading, task.instrument(tracing::Span::current()))
 }
 
 /// Runs `task` as its own Tokio task, or hands it back when there is no runtime to run it.
-pub(super) fn spawn<T>(task: T) -> Result<(), T>
+fn spawn<T>(task: T) -> Result<(), T>
 where
     T: Future + Send + 'static,
     T::Output: Send + 'static,

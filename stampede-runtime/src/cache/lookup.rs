@@ -1,14 +1,20 @@
-//! The hit path and the dispatch on what the lookup found: fresh (maybe an XFetch
-//! refresh), stale (one refresh, the stale value now), or nothing servable (a miss, in
-//! the leader mode the caller chose).
-use super::*;
+//! The public loads and the hit path: a lookup and a timestamp compare answer a fresh
+//! value; anything else is handed whole to the load (`load.rs`), in the leader mode the
+//! method names. The caller's deadline, which bounds a miss, is here too.
+use super::leader::{Detached, Inline};
+use super::{Cache, Inner};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::clock::Instant;
+use crate::envelope::{Envelope, State};
+use crate::error::Error;
+use crate::{deadline, xfetch};
+use futures_util::future::Either;
+use futures_util::FutureExt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
-impl<K, V, E> Cache<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
     ///
     /// **Detached mode**: the origin runs as its own Tokio task. A caller that times out or
@@ -33,99 +39,8 @@ where
     {
         match self.lookup(&key) {
             Lookup::Fresh(value) => Ok(value),
-            Lookup::Load(found) => self.load_found(key, found, origin).await,
+            Lookup::Load(found) => self.load_found::<Detached, _, _>(key, found, origin).await,
         }
-    }
-
-    /// The hit path: a lookup and a timestamp compare; the value moves out. Synchronous,
-    /// so a caller can answer a fresh hit before it builds the future of a load; anything
-    /// else is handed on whole, so the load does not look up again.
-    #[inline(always)]
-    pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        match inner.store.get_shared(key) {
-            Some(current) if current.state(now) == State::Fresh && !current.rearmed => {
-                // Drawn once: the load acts on this draw, never on a second one.
-                let early = inner.refresh_early(&current, now);
-                if early {
-                    return Lookup::Load(Unanswered {
-                        current: Some(current),
-                        now,
-                        early,
-                    });
-                }
-                inner.counters.fresh_hits.bump();
-                Lookup::Fresh(current.value.clone())
-            }
-            current => Lookup::Load(Unanswered {
-                current,
-                now,
-                early: false,
-            }),
-        }
-    }
-
-    /// [`Cache::lookup`] for a function that returns a `Result`: the fresh answer comes
-    /// wrapped, so generated code returns it as it is.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn lookup_answer(&self, key: &K) -> Lookup<Result<V, E>, V> {
-        match self.lookup(key) {
-            Lookup::Fresh(value) => Lookup::Fresh(Ok(value)),
-            Lookup::Load(found) => Lookup::Load(found),
-        }
-    }
-
-    /// [`Cache::lookup`] for a function that returns a plain value.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn lookup_value(&self, key: &K) -> Lookup<V> {
-        self.lookup(key)
-    }
-
-    /// [`Cache::load_keyed`] after a [`lookup`](Self::lookup) that found no plain fresh
-    /// hit.
-    #[doc(hidden)]
-    pub async fn load_found<F, Fut>(&self, key: K, found: Unanswered<V>, origin: F) -> Result<V, E>
-    where
-        F: FnOnce(&K) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<V, E>> + Send + 'static,
-    {
-        let inner = &self.inner;
-        let Unanswered {
-            current,
-            now,
-            early,
-        } = found;
-        let seen = match current {
-            Some(current) => match current.state(now) {
-                State::Fresh => {
-                    inner.count_hit(&current, now);
-                    if early {
-                        let origin = bind(origin, &key);
-                        Box::pin(self.refresh_detached(key, &current, origin, true)).await;
-                    }
-                    return Ok(current.value.clone());
-                }
-                State::Stale => {
-                    inner.count_stale(&current, now);
-                    let origin = bind(origin, &key);
-                    Box::pin(self.refresh_detached(key, &current, origin, false)).await;
-                    return Ok(current.value.clone());
-                }
-                State::Expired => Some(current.generation),
-            },
-            None => None,
-        };
-        let origin = bind(origin, &key);
-        if !inner.policy.enabled() {
-            // Nothing is ever stored, so every call of a disabled cache arrives here.
-            return Box::pin(inner.call_direct(origin)).await;
-        }
-        inner.counters.misses.bump();
-        // Boxed: the miss path's state stays off the stack of every hit.
-        Box::pin(inner.within_deadline(&key, self.miss_detached(key.clone(), seen, origin))).await
     }
 
     /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
@@ -151,83 +66,61 @@ where
     {
         match self.lookup(&key) {
             Lookup::Fresh(value) => Ok(value),
-            Lookup::Load(found) => self.load_inline_found(key, found, origin).await,
+            Lookup::Load(found) => self.load_found::<Inline, _, _>(key, found, origin).await,
         }
     }
 
-    /// [`Cache::load_inline_keyed`] after a [`lookup`](Self::lookup) that found no plain
-    /// fresh hit.
-    #[doc(hidden)]
-    pub async fn load_inline_found<F, Fut>(
-        &self,
-        key: K,
-        found: Unanswered<V>,
-        origin: F,
-    ) -> Result<V, E>
-    where
-        F: FnOnce(&K) -> Fut,
-        Fut: Future<Output = Result<V, E>>,
-    {
+    /// The hit path: a lookup and a timestamp compare; the value moves out. Synchronous,
+    /// so a caller (generated code too) can answer a fresh hit before it builds the future
+    /// of a load; anything else is handed on whole, so the load does not look up again.
+    #[inline(always)]
+    pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
-        let Unanswered {
-            current,
-            now,
-            early,
-        } = found;
-        let seen = match current {
-            Some(current) => match current.state(now) {
-                State::Fresh => {
-                    inner.count_hit(&current, now);
-                    if !early {
-                        return Ok(current.value.clone());
-                    }
-                    let origin = bind(origin, &key);
-                    return Box::pin(self.refresh_inline(key, &current, origin, true)).await;
+        let now = inner.clock.now();
+        match inner.store.get_arc(key) {
+            Some(current) if current.state(now) == State::Fresh && !current.rearmed => {
+                // Drawn once: the load acts on this draw, never on a second one.
+                let early = inner.refresh_early(&current, now);
+                if early {
+                    return Lookup::Load(Unanswered {
+                        current: Some(current),
+                        now,
+                        early,
+                    });
                 }
-                State::Stale => {
-                    inner.count_stale(&current, now);
-                    let origin = bind(origin, &key);
-                    return Box::pin(self.refresh_inline(key, &current, origin, false)).await;
-                }
-                State::Expired => Some(current.generation),
-            },
-            None => None,
-        };
-        let origin = bind(origin, &key);
-        if !inner.policy.enabled() {
-            return Box::pin(inner.call_direct(origin)).await;
+                inner.counters.fresh_hits.bump();
+                Lookup::Fresh(current.value.clone())
+            }
+            current => Lookup::Load(Unanswered {
+                current,
+                now,
+                early: false,
+            }),
         }
-        inner.counters.misses.bump();
-        Box::pin(inner.within_deadline(&key, self.miss_inline(key.clone(), seen, origin))).await
     }
 }
 
 /// What [`Cache::lookup`] found: a fresh answer, already counted, or what a load goes on
 /// from. For generated code, which answers a fresh hit without building a load.
 #[doc(hidden)]
-pub enum Lookup<A, V = A> {
+pub enum Lookup<V> {
     /// A fresh answer that needs nothing more: return it.
-    Fresh(A),
+    Fresh(V),
     /// Anything else (stale, expired, absent, fresh with an early refresh due, or a
-    /// fail-safe fallback): hand it to the load ([`Unanswered::load`]).
+    /// fail-safe fallback): hand it to the load.
     Load(Unanswered<V>),
 }
 
 /// What a lookup that was not a plain fresh hit found, when.
 #[doc(hidden)]
 pub struct Unanswered<V> {
-    current: Option<Arc<Envelope<V>>>,
-    now: Instant,
+    pub(super) current: Option<Arc<Envelope<V>>>,
+    pub(super) now: Instant,
     /// XFetch's draw for a fresh value: refresh it early.
-    early: bool,
+    pub(super) early: bool,
 }
 
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     pub(super) fn count_hit(&self, envelope: &Envelope<V>, now: Instant) {
         if envelope.rearmed {
             self.count_stale(envelope, now);
@@ -243,16 +136,6 @@ where
         self.counters.oldest_stale_served.record(envelope.age(now));
     }
 
-    /// Caching is off for this function: the origin, directly, every time.
-    pub(super) async fn call_direct<F, Fut>(&self, origin: F) -> Result<V, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<V, E>>,
-    {
-        self.counters.origin_calls.bump();
-        origin().await
-    }
-
     /// Inlined, so a hit of a cache without XFetch pays one compare, not a call.
     #[inline(always)]
     pub(super) fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
@@ -260,6 +143,54 @@ where
             // A fallback served by the fail-safe waits for its throttle, not for XFetch.
             Some(beta) if !envelope.rearmed => xfetch_draw(envelope, now, beta),
             _ => false,
+        }
+    }
+
+    /// Caching is off for this function: the origin, directly, every time.
+    pub(super) async fn call_direct<F, Fut>(&self, key: &K, origin: F) -> Result<V, E>
+    where
+        F: FnOnce(&K) -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+    {
+        self.counters.origin_calls.bump();
+        origin(key).await
+    }
+
+    /// Bounds a miss by the policy's deadline. A caller whose deadline passes gets the
+    /// fail-safe value if there is one, else [`Error::Timeout`]; in detached mode the load
+    /// goes on without it.
+    pub(super) fn within_deadline<'a, M>(
+        &'a self,
+        key: &'a K,
+        miss: M,
+    ) -> impl Future<Output = Result<V, E>> + 'a
+    where
+        M: Future<Output = Result<V, E>> + 'a,
+    {
+        // Combinators, not an `async fn`: an async fn would hold `miss` twice (as its
+        // argument and inside the timeout), doubling what every waiting caller carries.
+        match self.policy.timeout() {
+            Some(limit) => Either::Right(
+                deadline::within(limit, miss)
+                    .map(move |answer| answer.unwrap_or_else(|| self.past_deadline(key, limit))),
+            ),
+            None => Either::Left(miss),
+        }
+    }
+
+    /// A caller's deadline passed: the fail-safe value if there is one, else a timeout.
+    fn past_deadline(&self, key: &K, limit: Duration) -> Result<V, E> {
+        self.counters.timeouts.bump();
+        let now = self.clock.now();
+        match self.last_good(key, now) {
+            Some(last) => {
+                self.count_stale(&last, now);
+                Ok(last.value.clone())
+            }
+            None => Err(self.fail(Error::Timeout {
+                cache: self.policy.name().clone(),
+                after: limit,
+            })),
         }
     }
 }
@@ -272,14 +203,4 @@ fn xfetch_draw<V>(envelope: &Envelope<V>, now: Instant, beta: f64) -> bool {
         beta,
         xfetch::draw_u(),
     )
-}
-
-/// An origin that receives the key, as one that does not: the key is cloned here, on a
-/// miss or refresh, never on a hit.
-pub(super) fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut
-where
-    F: FnOnce(&K) -> Fut,
-{
-    let key = key.clone();
-    move || origin(&key)
 }

@@ -1,64 +1,51 @@
-//! The path of one call, and the only module that knows the order of its steps:
+//! The cache: its public API and the path of one call.
 //!
-//! ```text
-//! lookup -> Fresh -> (XFetch says refresh early? start one refresh) -> value
-//!        -> Stale -> start one refresh -> stale value
-//!        -> Expired or absent -> join the key's flight, within the caller's deadline
-//!              waiter -> the leader's outcome (or take over if the leader was dropped)
-//!              leader -> re-check memory -> the shared store (redis, tiered backends)
-//!                        -> fresh there? take it, wake waiters
-//!                        -> admission permit -> origin
-//!                        -> publish (the shared store under the read's fence, then
-//!                           memory, then wake waiters)
-//!                 (no permit within the queue timeout: shed, the stale value or Overloaded)
-//! ```
-//!
-//! Two leader modes (ARCHITECTURE.md, decision 1): [`Cache::load`] runs the origin as its own task,
-//! so no caller's cancellation stops work others wait for; [`Cache::load_inline`] runs it in
-//! the leading caller's task, for origins that borrow, and a waiter takes over when that
-//! caller goes away.
-//!
-//! Here: the public [`Cache`] API. [`lookup`]: the hit path and the dispatch on what memory
-//! holds. [`modes`]: flights and the two leader modes. [`pipeline`]: the leader's steps, in
-//! order. [`shared`]: each step's part on the shared store.
+//! - `mod.rs`: [`Cache`], [`CacheBuilder`], and the fields of the one `Inner` a cache's
+//!   handles share.
+//! - `lookup.rs`: the public loads and the synchronous hit path (a lookup and a timestamp
+//!   compare), and the caller's deadline.
+//! - `load.rs`: everything after a lookup that found no plain fresh hit, the steps of a
+//!   load in order (join the flight, memory, the shared store and its lease, admission,
+//!   the origin, the fenced publish, settling and waking the waiters).
+//! - `leader.rs`: the two leader modes, as types the load is generic over: detached (the
+//!   leader's steps are a task of their own) and inline (in the leading caller, with
+//!   takeover).
+//! - `remote.rs`: each step's part on the shared store (reading and the lease, waiting
+//!   for the replica that holds it, publishing, what memory keeps); `notices.rs`: what
+//!   another replica's notice does to this cache.
+//! - `write.rs`: writes a caller asks for (insert, a forced refresh, invalidations);
+//!   `blocking.rs`: loads for callers that are threads.
 mod blocking;
 mod leader;
 mod load;
 mod lookup;
+mod notices;
 mod remote;
 mod write;
 
+pub(crate) use leader::{Detached, Inline};
 pub use lookup::{Lookup, Unanswered};
 
 use crate::admission::Gate;
+use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::{Clock, Instant};
-use crate::config::Runtime;
-use crate::deadline;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
-use crate::flight::{Flights, Join, Leader, Outcome};
+use crate::flight::{Flights, Leader};
 use crate::memory::MemoryStore;
 use crate::negative::KnownErrors;
 use crate::policy::Policy;
-use crate::remote::store::StoreEvent;
-use crate::remote::tier::{Codec, Found, Tier};
+use crate::remote::tier::{Codec, Tier};
+use crate::runtime::Runtime;
 use crate::stats::{Counters, Observed, Stats};
-use crate::xfetch;
-use futures_util::future::Either;
-use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
-use std::future::Future;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, OwnedSemaphorePermit};
-use tracing::Instrument;
 
 /// A cache whose misses load through a caller-supplied origin, once per key at a time.
 ///
@@ -235,7 +222,7 @@ where
             }
             (true, gate) => (policy, gate),
         };
-        let shared = match (&runtime, self.codec) {
+        let remote = match (&runtime, self.codec) {
             (Ok(runtime), Some(codec)) => {
                 runtime
                     .backend()
@@ -260,7 +247,7 @@ where
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             map_error: self.map_error,
-            shared,
+            remote,
             source_version: self.source_version,
             marks: OnceLock::new(),
             me: me.clone(),
@@ -273,7 +260,7 @@ where
     }
 }
 
-struct Inner<K, V, E> {
+pub(crate) struct Inner<K, V, E> {
     policy: Policy,
     gate: Gate,
     clock: Clock,
@@ -285,7 +272,7 @@ struct Inner<K, V, E> {
     generation: AtomicU64,
     map_error: fn(Error) -> E,
     /// The shared store, for a cache that may go there on a runtime that has one.
-    shared: Option<RemoteSide<K, V>>,
+    remote: Option<RemoteSide<K, V>>,
     source_version: Option<fn(&V) -> u64>,
     /// In memory only (the shared store keeps its own): the highest source version
     /// invalidated per key, kept as long as the shared store keeps its marks.
@@ -319,12 +306,7 @@ impl<K, V, E> fmt::Debug for Cache<K, V, E> {
     }
 }
 
-impl<K, V, E> Cache<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// A cache whose callers receive framework failures as `E::from(stampede::Error)`,
     /// on the process's runtime and its backend.
     pub fn new(policy: Policy) -> Self
@@ -378,95 +360,12 @@ where
         let envelope = self.inner.store.get(key)?;
         (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
     }
-
-    /// Drops `key`'s value, in this process at once and, on a shared backend, in every
-    /// replica: the key's fence in Redis is raised and tiered nodes drop their copies. A
-    /// load of `key` already running, here or on another replica, still answers its
-    /// waiters but does not store its result, which was computed before the invalidation;
-    /// the next call loads anew.
-    ///
-    /// [`Error::Backend`] when the shared store could not take it: it applied here and is
-    /// queued, and replayed before this replica reads the shared store again.
-    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
-        // Fence first: a load that stores before the fence moves is removed just after.
-        self.inner.flights.invalidate(key);
-        self.inner.store.invalidate(key);
-        self.inner.forget_error(key);
-        self.inner.invalidate_shared(key).await
-    }
-
-    /// Drops `key`'s value because its source changed at `source_version`, unless that
-    /// change is already known: an invalidation below the highest version invalidated
-    /// before for this key (its mark), or at or below the version the cached value was read
-    /// at (see [`CacheBuilder::source_version`]), arrived late and changes nothing; one
-    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
-    /// delivered out of order cannot delete a value refreshed from a newer source, and a
-    /// value read at a version older than the newest invalidation is answered to its
-    /// callers but not stored.
-    ///
-    /// On a shared backend the store decides, for every replica; it keeps the marks for
-    /// 24 hours after a key's last invalidation, and compares versions exactly. In memory
-    /// the cache keeps the same marks itself. [`Error::Backend`] when the shared store
-    /// could not take it: the value was dropped here, and the invalidation is queued with
-    /// its version and replayed before this replica reads the shared store again.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use stampede_runtime::{Cache, Policy};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let policy = Policy::builder("prices").fresh(Duration::from_secs(60)).build().unwrap();
-    /// let cache: Cache<u64, (u64, u64)> = Cache::builder(policy)
-    ///     .source_version(|&(_, version)| version)
-    ///     .build();
-    /// cache.load(1, || async { Ok((250, 42)) }).await.unwrap(); // read at version 42
-    /// cache.invalidate_at(&1, 41).await.unwrap(); // late: the value is newer
-    /// assert_eq!(cache.peek(&1), Some((250, 42)));
-    /// cache.invalidate_at(&1, 43).await.unwrap();
-    /// assert_eq!(cache.peek(&1), None);
-    /// # }
-    /// ```
-    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
-        let inner = &self.inner;
-        if inner.shared.is_some() {
-            return inner.invalidate_shared_at(key, source_version).await;
-        }
-        if inner.raise_mark(key, source_version) {
-            inner.flights.invalidate(key);
-            inner.store.invalidate(key);
-            inner.forget_error(key);
-        }
-        Ok(())
-    }
-
-    /// Drops every value of this cache, with the same rule for running loads as
-    /// [`Cache::invalidate`]: in this process at once and, on a shared backend, in every
-    /// replica. The shared store is scanned for this cache's entries (`SCAN` on every
-    /// master, so it costs time in proportion to the store's keys) and each one is
-    /// invalidated as by key: its fence raised, its value dropped, tiered copies told.
-    ///
-    /// [`Error::Backend`] when the shared store could not take it all: it applied here;
-    /// entries it listed but could not invalidate are queued like single invalidations,
-    /// and if it could not list them, nothing is queued and the call should be repeated.
-    pub async fn invalidate_all(&self) -> Result<(), Error> {
-        self.inner.flights.invalidate_all();
-        self.inner.store.invalidate_all();
-        if let Some(known) = &self.inner.known_errors {
-            known.clear();
-        }
-        self.inner.invalidate_all_shared().await
-    }
 }
 
-type SharedLeader<K, V, E> = Leader<K, Result<V, E>>;
+/// The leader of one load of a cache, its flight carrying the load's answer.
+pub(crate) type LoadLeader<K, V, E> = Leader<K, Result<V, E>>;
 
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     fn fail(&self, error: Error) -> E {
         (self.map_error)(error)
     }
@@ -486,6 +385,24 @@ where
 
     fn next_generation(&self) -> u64 {
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The last value memory holds, when `stale_if_error` lets it stand in for a failing
+    /// origin.
+    fn last_good(&self, key: &K, now: Instant) -> Option<Envelope<V>> {
+        self.policy.stale_if_error()?;
+        self.store.get(key).filter(|last| now < last.keep_until)
+    }
+
+    /// Whether memory holds a value of `key` read at a newer source version than
+    /// `envelope`'s: two loads that crossed, the older one finishing last.
+    fn older_than_held(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let Some(version) = envelope.source_version else {
+            return false;
+        };
+        (self.store.get_arc(key))
+            .and_then(|held| held.source_version)
+            .is_some_and(|held| held > version)
     }
 
     /// Raises `key`'s mark to `version`; `true` when the invalidation is news: not below
@@ -543,27 +460,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
-        let policy = Policy::builder("marks")
-            .fresh(Duration::from_secs(60))
-            .capacity(100)
-            .build()
-            .unwrap();
-        let runtime = Runtime::builder().build().unwrap();
-        let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
-        for key in 0..10_000 {
-            cache.invalidate_at(&key, 7).await.unwrap();
-        }
-        let marks = cache.inner.marks.get().expect("marks were kept");
-        marks.run_pending_tasks();
-        assert!(
-            marks.entry_count() <= 100,
-            "{} marks for a cache of 100 entries",
-            marks.entry_count()
-        );
-    }
-}
+mod tests;

@@ -2,23 +2,22 @@
 //! origin (taking the key's lease, or waiting for the replica that holds it), publishing
 //! under the lease's fence, what memory keeps, invalidating, and the notice listener that
 //! keeps memory copies in line with the store.
-use super::*;
-use crate::remote::store::{
-    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice, NoticeKind, Wake,
-};
-use crate::remote::tier::Wrote;
+use super::load::{outcome, Purpose};
+use super::{notices, Inner, LoadLeader};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::clock::Instant;
+use crate::envelope::{Envelope, State};
+use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken, Wake};
+use crate::remote::tier::{Found, Tier, Wrote};
+use std::sync::Arc;
+use std::time::Duration;
 
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// This cache's side of the shared store, connected on first use inside a Tokio
     /// runtime; `None` for the memory backend and `local` caches. The notice listener
     /// subscribes here, before the first read.
     pub(super) fn tier(&self) -> Option<&Arc<Tier<K, V>>> {
-        let side = self.shared.as_ref()?;
+        let side = self.remote.as_ref()?;
         if let Some(tier) = side.tier.get() {
             return tier.as_ref();
         }
@@ -36,10 +35,129 @@ where
                 self.policy.capacity(),
             ));
             // On the store's thread, so it outlives the runtime that first connected.
-            crate::remote::background::spawn(listen(self.me.clone(), events));
+            crate::remote::background::spawn(notices::listen(self.me.clone(), events));
             Some(tier)
         });
         tier.as_ref()
+    }
+
+    /// Step 3 of a load, the shared store's part before the origin: the key's lease, or
+    /// an answer without
+    /// an origin call (a fresh value another replica stored; the value a refresh would
+    /// replace while another replica refreshes it). A stale value in the store answers a
+    /// detached miss's callers at once (`leader` is then taken and settled) and is
+    /// refreshed through the lease; so is a fresh one XFetch draws early, on a backend
+    /// that keeps no memory copy to draw on.
+    pub(super) async fn read_remote(
+        &self,
+        key: &K,
+        leader: &mut Option<LoadLeader<K, V, E>>,
+        purpose: Purpose<V>,
+    ) -> Ahead<K, V, E> {
+        let (current, early, from_store) = match purpose {
+            Purpose::Force => {
+                let found = self.find_remote(key, LeaseFor::Force, None).await;
+                return Ahead::Load {
+                    found,
+                    stand_in: None,
+                };
+            }
+            Purpose::Refresh { current, early } => (current, early, false),
+            Purpose::Miss { detached } => {
+                let mut found = self.find_remote(key, LeaseFor::Miss, None).await;
+                let now = self.clock.now();
+                let servable = (found.as_mut()).and_then(|found| {
+                    found
+                        .envelope
+                        .take_if(|stored| stored.state(now) != State::Expired)
+                });
+                let Some(stored) = servable else {
+                    return Ahead::Load {
+                        found,
+                        stand_in: None,
+                    };
+                };
+                let early = if stored.state(now) == State::Fresh {
+                    let early = self.draws_early_from_store(&stored, now);
+                    let answer =
+                        self.take_remote(key, leader.take(), found.as_ref(), stored.clone());
+                    if !early {
+                        return Ahead::Answered(answer);
+                    }
+                    self.counters.early_refreshes.bump();
+                    true
+                } else {
+                    // Stale in the store: its callers get it at once when they need not
+                    // wait for this task (detached).
+                    self.count_stale(&stored, now);
+                    if detached {
+                        let value = Ok(stored.value.clone());
+                        let copy =
+                            self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
+                        // Answered: the waiters have their value.
+                        let _ = self.settle(leader.take(), value, copy);
+                    }
+                    false
+                };
+                (stored, early, true)
+            }
+        };
+        // One refresh for the fleet, through the lease.
+        let refreshing_elsewhere = |leader: &mut Option<LoadLeader<K, V, E>>,
+                                    current: Envelope<V>| {
+            outcome("refreshing elsewhere");
+            Ahead::Answered(self.settle(leader.take(), Ok(current.value), None))
+        };
+        let Ok(quiet) = self.left_to_holder(key) else {
+            return refreshing_elsewhere(leader, current);
+        };
+        let mut found = self.find_remote(key, LeaseFor::Refresh, quiet).await;
+        if let Some((found, holder)) = found.as_ref().and_then(|f| Some((f, f.holder()?))) {
+            self.leave_refresh(found, holder, &current);
+            return refreshing_elsewhere(leader, current);
+        }
+        // Past its freshness, any fresh value in the store is newer: another replica
+        // refreshed it already. (Before it, an XFetch refresh cannot tell its own value
+        // there from a newer one, and refreshes.)
+        if !early {
+            if let Some(newer) = self.fresh_in(&mut found) {
+                let answer = self.take_remote(key, leader.take(), found.as_ref(), newer);
+                return Ahead::Answered(answer);
+            }
+        }
+        // A value found in the store answers the miss if its refresh fails.
+        let stand_in = from_store.then_some(current);
+        Ahead::Load { found, stand_in }
+    }
+
+    /// XFetch's draw for a fresh value read from the store, on a backend whose memory
+    /// holds no copy for a hit to draw on (redis).
+    fn draws_early_from_store(&self, stored: &Envelope<V>, now: Instant) -> bool {
+        self.tier().is_some_and(|tier| !tier.keeps_memory) && self.refresh_early(stored, now)
+    }
+
+    /// The fresh value `found` holds, taken out of it.
+    fn fresh_in(&self, found: &mut Option<Found<K, V>>) -> Option<Envelope<V>> {
+        let now = self.clock.now();
+        let found = found.as_mut()?;
+        found
+            .envelope
+            .take_if(|stored| stored.state(now) == State::Fresh)
+    }
+
+    /// Answers with a fresh value another replica stored: no origin call. A lease the
+    /// read took goes back when `found` is dropped.
+    fn take_remote(
+        &self,
+        key: &K,
+        leader: Option<LoadLeader<K, V, E>>,
+        found: Option<&Found<K, V>>,
+        stored: Envelope<V>,
+    ) -> Result<V, E> {
+        let value = Ok(stored.value.clone());
+        let copy = self.memory_copy(key, found, stored, Standing::Stored);
+        outcome("shared");
+        self.settle(leader, value, copy)
     }
 
     /// What the shared store holds for `key`, counted, with the key's lease when `purpose`
@@ -55,7 +173,7 @@ where
     /// the old holder's late publish is refused). A refresh never waits: `held_after` says
     /// when it may take a live holder's lease over (the stale window ending).
     /// An uncoalesced cache takes no lease.
-    pub(super) async fn find_shared(
+    pub(super) async fn find_remote(
         &self,
         key: &K,
         purpose: LeaseFor,
@@ -68,7 +186,7 @@ where
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
         let token = LeaseToken::new();
         let own_lease = self.policy.lease();
-        let mut recompute = self.store.get_shared(key).map(|held| seconds(held.delta));
+        let mut recompute = self.store.get_arc(key).map(|held| seconds(held.delta));
         let request = |recompute| {
             takes_lease.then(|| LeaseRequest {
                 purpose,
@@ -205,7 +323,7 @@ where
     /// Publishes a new value to the shared store (a fallback stays local), and returns
     /// what memory keeps of it (see [`Inner::memory_copy`]). A refused publish is counted
     /// (`publish_refused`).
-    pub(super) async fn write_shared(
+    pub(super) async fn write_remote(
         &self,
         key: &K,
         mut found: Option<&mut Found<K, V>>,
@@ -215,7 +333,7 @@ where
         let standing = match (self.tier(), found.as_deref_mut()) {
             (Some(tier), Some(found)) if !envelope.rearmed => {
                 match tier.publish(found, &envelope, now).await {
-                    Wrote::Stored => Standing::Shared,
+                    Wrote::Stored => Standing::Stored,
                     Wrote::Refused => {
                         self.counters.publish_refused.bump();
                         return None;
@@ -224,7 +342,7 @@ where
                     Wrote::TooLarge => Standing::Own,
                 }
             }
-            _ => Standing::Shared,
+            _ => Standing::Stored,
         };
         self.memory_copy(key, found.as_deref(), envelope, standing)
     }
@@ -250,8 +368,8 @@ where
             standing => standing,
         };
         let envelope = match standing {
-            Standing::Shared if !tier.keeps_memory => return None,
-            Standing::Shared | Standing::Own => envelope,
+            Standing::Stored if !tier.keeps_memory => return None,
+            Standing::Stored | Standing::Own => envelope,
             Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
@@ -270,47 +388,13 @@ where
 
     /// The value the shared store held, when `stale_if_error` lets it stand in for a
     /// failing origin (the redis backend keeps no memory to fall back on).
-    pub(super) fn shared_fallback(
+    pub(super) fn remote_last_good(
         &self,
         found: Option<&mut Found<K, V>>,
         now: Instant,
     ) -> Option<Envelope<V>> {
         self.policy.stale_if_error()?;
         found?.envelope.take().filter(|last| now < last.keep_until)
-    }
-
-    /// An invalidation's failure on the shared side, naming this cache.
-    fn backend_error(&self, message: String) -> Error {
-        Error::Backend {
-            cache: self.policy.name().clone(),
-            message,
-        }
-    }
-
-    /// The tier an invalidation goes through: none without a shared backend, an error
-    /// when there is no connection to it (none is made outside a Tokio runtime).
-    fn invalidation_tier(&self) -> Result<Option<&Arc<Tier<K, V>>>, Error> {
-        if self.shared.is_none() {
-            return Ok(None);
-        }
-        self.tier().map(Some).ok_or_else(|| {
-            self.backend_error("no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into())
-        })
-    }
-
-    /// The shared side of [`Cache::invalidate`].
-    pub(super) async fn invalidate_shared(&self, key: &K) -> Result<(), Error> {
-        let Some(tier) = self.invalidation_tier()? else {
-            return Ok(());
-        };
-        let backend = |message: String| self.backend_error(message);
-        let entry = tier.entry_key(key).map_err(|error| {
-            backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
-        })?;
-        tier.forget(&entry);
-        tier.remote.invalidate(entry).await.map_err(|error| {
-            backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
-        })
     }
 }
 
@@ -355,7 +439,7 @@ const QUIET_CEILING: Duration = Duration::from_millis(300);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Standing {
     /// The store holds it (or it was read from there).
-    Shared,
+    Stored,
     /// The store cannot hold it (too large); notices still reach the copy.
     Own,
     /// The store could not be read or did not answer: an invalidation may not reach it.
@@ -367,155 +451,16 @@ fn seconds(delta: f64) -> Duration {
     Duration::try_from_secs_f64(delta).unwrap_or_default()
 }
 
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
-    /// When the store cannot decide, the value is dropped here (the side that can only cost
-    /// a reload) and the invalidation queued.
-    pub(super) async fn invalidate_shared_at(&self, key: &K, version: u64) -> Result<(), Error> {
-        let backend = |message: String| Error::Backend {
-            cache: self.policy.name().clone(),
-            message,
-        };
-        let drop_here = || {
-            self.flights.invalidate(key);
-            self.store.invalidate(key);
-            self.forget_error(key);
-        };
-        let Some(tier) = self.tier() else {
-            drop_here();
-            return Err(backend(
-                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
-            ));
-        };
-        let entry = match tier.entry_key(key) {
-            Ok(entry) => entry,
-            Err(error) => {
-                drop_here();
-                return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
-            }
-        };
-        match tier.remote.invalidate_at(entry.clone(), version).await {
-            Ok(Invalidated::Fenced { .. }) => {
-                drop_here();
-                tier.forget(&entry);
-                Ok(())
-            }
-            Ok(Invalidated::Late) => Ok(()),
-            Err(error) => {
-                drop_here();
-                tier.forget(&entry);
-                Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
-            }
-        }
-    }
-}
-
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    /// This cache's part of `invalidate_all` on the shared store.
-    pub(super) async fn invalidate_all_shared(&self) -> Result<(), Error> {
-        let Some(tier) = self.invalidation_tier()? else {
-            return Ok(());
-        };
-        tier.invalidate_all().await.map(drop).map_err(|error| {
-            self.backend_error(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
-        })
-    }
-}
-
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    /// Another replica published a newer value of `key` (a refresh): this replica's copy
-    /// is served as stale from now, if its stale window allows, so the next call reads the
-    /// newer value in the background instead of every caller waiting for the read. `false`
-    /// when it cannot be: the copy is dropped instead.
-    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice) -> bool {
-        let now = self.clock.now();
-        let Some(held) = self.store.get_shared(key) else {
-            return false;
-        };
-        if held.stale_until <= now {
-            return false;
-        }
-        let demoted = self
-            .store
-            .replace_if(key, held.generation, |held| Envelope {
-                fresh_until: now,
-                ..held.clone()
-            });
-        if demoted {
-            // Heard from now on, from the notice's fence up.
-            if let Some(entry) = tier.address(key) {
-                tier.copied(&entry, key, notice.fence);
-            }
-        }
-        demoted
-    }
-}
-
-/// Keeps a cache's memory copies and running loads in line with the shared store: a
-/// notice from another replica drops the copy it names (or, for a refresh, serves it as
-/// stale until the newer value is read) and detaches a load it outdates; a
-/// lost (or lagging) subscription drops every copy and detaches every load, and so does
-/// subscribing again, since notices sent in between were missed.
-pub(super) async fn listen<K, V, E>(
-    inner: Weak<Inner<K, V, E>>,
-    mut events: broadcast::Receiver<StoreEvent>,
-) where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    loop {
-        let event = events.recv().await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let Some(tier) = inner.tier() else {
-            return;
-        };
-        match event {
-            Ok(StoreEvent::Notice(notice)) => {
-                if notice.own {
-                    continue;
-                }
-                // Fence first, as a local invalidation does: a load that read before this
-                // write no longer stores, so the copy dropped next cannot come back.
-                if let Some(key) = tier.outdated_by(&notice) {
-                    inner.flights.invalidate(&key);
-                }
-                if let Some(key) = tier.noticed(&notice) {
-                    if !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
-                    {
-                        inner.store.invalidate(&key);
-                        inner.forget_error(&key);
-                    }
-                }
-            }
-            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
-            | Err(RecvError::Lagged(_)) => {
-                // Fence first: no load running now stores after the copies are gone.
-                inner.flights.invalidate_all();
-                tier.forget_copies();
-                inner.store.invalidate_all();
-                if let Some(known) = &inner.known_errors {
-                    known.clear();
-                }
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
+/// What the shared store said before the origin.
+// One per load, moved once and never stored: boxing `Load` would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Ahead<K, V, E> {
+    /// Answered without calling the origin.
+    Answered(Result<V, E>),
+    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a value
+    /// from the store, the answer if the load ends without one of its own.
+    Load {
+        found: Option<Found<K, V>>,
+        stand_in: Option<Envelope<V>>,
+    },
 }

@@ -1,16 +1,19 @@
 //! Writes a caller asks for: a value put in the cache (write-through), and a load that
 //! calls the origin whatever the cache holds (a forced refresh). Both store through the
 //! fences, as every load does.
-use super::leader::within_leader;
-use super::*;
-use crate::remote::store::LeaseFor;
+use super::leader::{bind, Called};
+use super::load::Purpose;
+use super::{Cache, Inner};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::envelope::Envelope;
+use crate::error::Error;
+use crate::remote::store::{Invalidated, LeaseFor};
+use crate::remote::tier::Tier;
+use futures_util::FutureExt;
+use std::future::Future;
+use std::sync::Arc;
 
-impl<K, V, E> Cache<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Puts `value` in the cache for `key` (write-through): in memory and, on a shared
     /// backend, in the shared store for every replica. Loads of `key` already running,
     /// here or on another replica, read the origin before this write, so they are fenced
@@ -41,7 +44,7 @@ where
         inner.flights.invalidate(&key);
         inner.store.invalidate(&key);
         inner.forget_error(&key);
-        let fenced = inner.invalidate_shared(&key).await;
+        let fenced = inner.invalidate_remote(&key).await;
         // A load of its own, so an invalidation from here on keeps this value out too.
         if !inner.policy.caches(&value) {
             // A value the policy never stores (`cache_if`): the key is only cleared.
@@ -50,7 +53,7 @@ where
         let leader = inner.flights.start(&key);
         // The lease whatever is stored, as a refresh takes it: the value goes out under
         // the newest fence, past the one this insert just raised.
-        let mut found = inner.find_shared(&key, LeaseFor::Refresh, None).await;
+        let mut found = inner.find_remote(&key, LeaseFor::Refresh, None).await;
         let now = inner.clock.now();
         let answer = Ok(value.clone());
         let envelope = Envelope::fill(
@@ -62,7 +65,7 @@ where
             fastrand::f64(),
         );
         let envelope = inner
-            .write_shared(&key, found.as_mut(), envelope, now)
+            .write_remote(&key, found.as_mut(), envelope, now)
             .await;
         // Nobody joins this load: its answer only completes the flight.
         let _ = inner.settle(Some(leader), answer, envelope);
@@ -91,45 +94,202 @@ where
         Fut: Future<Output = Result<V, E>>,
     {
         let inner = &self.inner;
-        let origin = lookup::bind(origin, &key);
         if !inner.policy.enabled() {
-            return Box::pin(inner.call_direct(origin)).await;
+            return Box::pin(inner.call_direct(&key, origin)).await;
         }
         let reload = inner.reload(key.clone(), origin);
         Box::pin(inner.within_deadline(&key, reload)).await
     }
 }
 
-impl<K, V, E> Inner<K, V, E>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    V: Clone + Send + Sync + 'static,
-    E: Clone + Send + Sync + 'static,
-{
-    /// A load that skips what memory and the shared store hold. Loads of the key already
-    /// running started before it, so they are fenced out first, here and (by taking the
-    /// key's lease from whoever holds it) on every replica: none can store over what this
-    /// one returns. Its own ticket and fence are taken before the origin is called, so an
-    /// invalidation while it runs keeps its value out.
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// A load that skips what memory and the shared store hold: the leader's steps of a
+    /// load (`load.rs`) on a flight of its own. Loads of the key already running started
+    /// before it, so they are fenced out first, here and (by taking the key's lease from
+    /// whoever holds it) on every replica: none can store over what this one returns. Its
+    /// own ticket and fence are taken before the origin is called, so an invalidation
+    /// while it runs keeps its value out.
     async fn reload<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(&K) -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
         self.flights.invalidate(&key);
         let leader = self.flights.start(&key);
-        let found = self.find_shared(&key, LeaseFor::Force, None).await;
-        let permit = match self.admit().await {
-            Ok(permit) => permit,
-            Err(refusal) => return self.refuse(key, Some(leader), refusal).0,
+        let origin = bind(origin, &key);
+        let origin = || origin().map(Called::Returned);
+        self.lead(key, leader, origin, Purpose::Force).await
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
+    /// Drops `key`'s value, in this process at once and, on a shared backend, in every
+    /// replica: the key's fence in Redis is raised and tiered nodes drop their copies. A
+    /// load of `key` already running, here or on another replica, still answers its
+    /// waiters but does not store its result, which was computed before the invalidation;
+    /// the next call loads anew.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it: it applied here and is
+    /// queued, and replayed before this replica reads the shared store again.
+    pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
+        // Fence first: a load that stores before the fence moves is removed just after.
+        self.inner.flights.invalidate(key);
+        self.inner.store.invalidate(key);
+        self.inner.forget_error(key);
+        self.inner.invalidate_remote(key).await
+    }
+
+    /// Drops `key`'s value because its source changed at `source_version`, unless that
+    /// change is already known: an invalidation below the highest version invalidated
+    /// before for this key (its mark), or at or below the version the cached value was read
+    /// at (see [`CacheBuilder::source_version`]), arrived late and changes nothing; one
+    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
+    /// delivered out of order cannot delete a value refreshed from a newer source, and a
+    /// value read at a version older than the newest invalidation is answered to its
+    /// callers but not stored.
+    ///
+    /// On a shared backend the store decides, for every replica; it keeps the marks for
+    /// 24 hours after a key's last invalidation, and compares versions exactly. In memory
+    /// the cache keeps the same marks itself. [`Error::Backend`] when the shared store
+    /// could not take it: the value was dropped here, and the invalidation is queued with
+    /// its version and replayed before this replica reads the shared store again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("prices").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, (u64, u64)> = Cache::builder(policy)
+    ///     .source_version(|&(_, version)| version)
+    ///     .build();
+    /// cache.load(1, || async { Ok((250, 42)) }).await.unwrap(); // read at version 42
+    /// cache.invalidate_at(&1, 41).await.unwrap(); // late: the value is newer
+    /// assert_eq!(cache.peek(&1), Some((250, 42)));
+    /// cache.invalidate_at(&1, 43).await.unwrap();
+    /// assert_eq!(cache.peek(&1), None);
+    /// # }
+    /// ```
+    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+        let inner = &self.inner;
+        if inner.remote.is_some() {
+            return inner.invalidate_remote_at(key, source_version).await;
+        }
+        if inner.raise_mark(key, source_version) {
+            inner.flights.invalidate(key);
+            inner.store.invalidate(key);
+            inner.forget_error(key);
+        }
+        Ok(())
+    }
+
+    /// Drops every value of this cache, with the same rule for running loads as
+    /// [`Cache::invalidate`]: in this process at once and, on a shared backend, in every
+    /// replica. The shared store is scanned for this cache's entries (`SCAN` on every
+    /// master, so it costs time in proportion to the store's keys) and each one is
+    /// invalidated as by key: its fence raised, its value dropped, tiered copies told.
+    ///
+    /// [`Error::Backend`] when the shared store could not take it all: it applied here;
+    /// entries it listed but could not invalidate are queued like single invalidations,
+    /// and if it could not list them, nothing is queued and the call should be repeated.
+    pub async fn invalidate_all(&self) -> Result<(), Error> {
+        self.inner.flights.invalidate_all();
+        self.inner.store.invalidate_all();
+        if let Some(known) = &self.inner.known_errors {
+            known.clear();
+        }
+        self.inner.invalidate_all_remote().await
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// An invalidation's failure on the shared side, naming this cache.
+    fn backend_error(&self, message: String) -> Error {
+        Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        }
+    }
+
+    /// The tier an invalidation goes through: none without a shared backend, an error
+    /// when there is no connection to it (none is made outside a Tokio runtime).
+    fn invalidation_tier(&self) -> Result<Option<&Arc<Tier<K, V>>>, Error> {
+        if self.remote.is_none() {
+            return Ok(None);
+        }
+        self.tier().map(Some).ok_or_else(|| {
+            self.backend_error("no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into())
+        })
+    }
+
+    /// The shared side of [`Cache::invalidate`].
+    pub(super) async fn invalidate_remote(&self, key: &K) -> Result<(), Error> {
+        let Some(tier) = self.invalidation_tier()? else {
+            return Ok(());
         };
-        self.counters.origin_calls.bump();
-        let started = self.clock.precise();
-        let result = within_leader(leader.flight_id(), origin()).await;
-        drop(permit);
-        let delta = self.clock.precise().saturating_duration_since(started);
-        self.publish(key, Some(leader), result, delta.as_secs_f64(), found, None)
-            .await
-            .0
+        let backend = |message: String| self.backend_error(message);
+        let entry = tier.entry_key(key).map_err(|error| {
+            backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
+        })?;
+        tier.forget(&entry);
+        tier.remote.invalidate(entry).await.map_err(|error| {
+            backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
+        })
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
+    /// When the store cannot decide, the value is dropped here (the side that can only cost
+    /// a reload) and the invalidation queued.
+    pub(super) async fn invalidate_remote_at(&self, key: &K, version: u64) -> Result<(), Error> {
+        let backend = |message: String| Error::Backend {
+            cache: self.policy.name().clone(),
+            message,
+        };
+        let drop_here = || {
+            self.flights.invalidate(key);
+            self.store.invalidate(key);
+            self.forget_error(key);
+        };
+        let Some(tier) = self.tier() else {
+            drop_here();
+            return Err(backend(
+                "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
+            ));
+        };
+        let entry = match tier.entry_key(key) {
+            Ok(entry) => entry,
+            Err(error) => {
+                drop_here();
+                return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
+            }
+        };
+        match tier.remote.invalidate_at(entry.clone(), version).await {
+            Ok(Invalidated::Fenced { .. }) => {
+                drop_here();
+                tier.forget(&entry);
+                Ok(())
+            }
+            Ok(Invalidated::Late) => Ok(()),
+            Err(error) => {
+                drop_here();
+                tier.forget(&entry);
+                Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
+            }
+        }
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// This cache's part of `invalidate_all` on the shared store.
+    pub(super) async fn invalidate_all_remote(&self) -> Result<(), Error> {
+        let Some(tier) = self.invalidation_tier()? else {
+            return Ok(());
+        };
+        tier.invalidate_all().await.map(drop).map_err(|error| {
+            self.backend_error(format!("{error}; applied in this process; entries the shared store listed and could not take are queued, and if it could not list them call again"))
+        })
     }
 }

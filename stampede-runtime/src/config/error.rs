@@ -90,6 +90,11 @@ impl At {
 }
 
 impl ConfigError {
+    /// An error of the process's configuration as a whole, not of one setting.
+    pub(crate) fn in_process(message: impl Into<String>) -> Self {
+        ConfigError::new(At::process(), message)
+    }
+
     pub(super) fn new(at: At, message: impl Into<String>) -> Self {
         ConfigError(Box::new(Refusal {
             at,

@@ -9,8 +9,8 @@
 //! implemented for `Asserted` itself, which has no bounds to report again and is never
 //! run. Every bound on an origin (`Send`, `'static`, its output) stays on the methods of
 //! both, so a body that is not `Send` is still reported, here as everywhere.
-use crate::bounds::{CacheKey, CacheValue, LocalValue, SharedError};
-use crate::cache::{Cache, Lookup, Unanswered};
+use crate::bounds::{CacheError, CacheKey, CacheValue, LocalValue};
+use crate::cache::{Cache, Detached, Inline, Lookup, Unanswered};
 use crate::error::Error;
 use crate::handle::Claim;
 use crate::handle::Handle;
@@ -109,7 +109,7 @@ pub trait Caches<K, V, E> {
     ) -> Cache<K, V, E>;
 }
 
-impl<K: CacheKey, V: LocalValue, E: SharedError> Caches<K, V, E> for &Asserted<K, V, E> {
+impl<K: CacheKey, V: LocalValue, E: CacheError> Caches<K, V, E> for &Asserted<K, V, E> {
     fn cache_at(&self, handle: &Handle<K, V, E>, here: &'static str) -> Cache<K, V, E> {
         handle.cache_at(here)
     }
@@ -145,7 +145,7 @@ impl<K, V, E> SharedCaches<K, V, E> for &Asserted<K, V, E>
 where
     K: CacheKey + Serialize,
     V: CacheValue,
-    E: SharedError,
+    E: CacheError,
 {
     fn build_shared(
         &self,
@@ -205,10 +205,10 @@ impl<K: CacheKey + Serialize, V: CacheValue> SharedPlainCaches<K, V> for &Assert
 /// One call of a cached function: a lookup that answers a fresh hit at once, then a load,
 /// or a forced refresh (`stampede::refresh`).
 pub trait Calls<K, V, E> {
-    /// [`Cache::lookup_value`]: a fresh hit, or what the load goes on from.
+    /// The hit path: a fresh hit, or what the load goes on from.
     fn lookup(&self, cache: &Cache<K, V, E>, key: &K) -> Lookup<V>;
 
-    /// Detached mode: [`Cache::load_found`].
+    /// Detached mode: the load after the lookup, as [`Cache::load`] makes it.
     fn call_detached<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
@@ -220,7 +220,7 @@ pub trait Calls<K, V, E> {
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static;
 
-    /// Inline mode: [`Cache::load_inline_found`].
+    /// Inline mode: the load after the lookup, as [`Cache::load_inline`] makes it.
     fn call_inline<'a, F, Fut>(
         &self,
         cache: &'a Cache<K, V, E>,
@@ -256,10 +256,10 @@ pub trait Calls<K, V, E> {
         F: FnOnce(&K) -> Result<V, E>;
 }
 
-impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K, V, E> {
+impl<K: CacheKey, V: LocalValue, E: CacheError> Calls<K, V, E> for &Asserted<K, V, E> {
     #[inline(always)]
     fn lookup(&self, cache: &Cache<K, V, E>, key: &K) -> Lookup<V> {
-        cache.lookup_value(key)
+        cache.lookup(key)
     }
 
     #[inline]
@@ -274,7 +274,7 @@ impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K,
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
-        cache.load_found(key, found, origin)
+        cache.load_found::<Detached, _, _>(key, found, origin)
     }
 
     #[inline]
@@ -289,7 +289,7 @@ impl<K: CacheKey, V: LocalValue, E: SharedError> Calls<K, V, E> for &Asserted<K,
         F: FnOnce(&K) -> Fut + 'a,
         Fut: Future<Output = Result<V, E>> + 'a,
     {
-        cache.load_inline_found(key, found, origin)
+        cache.load_found::<Inline, _, _>(key, found, origin)
     }
 
     fn call_refresh<'a, F, Fut>(

@@ -28,11 +28,11 @@ pub(crate) struct Breaker {
     cooldown: Duration,
     /// The master it guards (`""`: a single server, or a key whose master is not known).
     shard: String,
-    inner: Mutex<Inner>,
+    circuit: Mutex<Circuit>,
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct Circuit {
     state: BreakerState,
     consecutive_failures: u32,
     /// When it last opened; the probe waits `cooldown` from here.
@@ -64,29 +64,29 @@ impl Breaker {
             failures: failures.max(1),
             cooldown,
             shard,
-            inner: Mutex::new(Inner::default()),
+            circuit: Mutex::new(Circuit::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Circuit> {
         // Every update leaves the state consistent, so a panic elsewhere cannot corrupt it.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.circuit.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// `None`: fail fast without touching Redis.
     pub(crate) fn pass(self: &Arc<Self>) -> Option<Pass> {
-        let mut inner = self.lock();
-        let probe = match inner.state {
+        let mut circuit = self.lock();
+        let probe = match circuit.state {
             BreakerState::Closed => false,
             BreakerState::HalfOpen => return None,
             BreakerState::Open => {
-                let cooled = inner
+                let cooled = circuit
                     .opened_at
                     .is_none_or(|at| at.elapsed() >= self.cooldown);
                 if !cooled {
                     return None;
                 }
-                inner.state = BreakerState::HalfOpen;
+                circuit.state = BreakerState::HalfOpen;
                 true
             }
         };
@@ -98,14 +98,14 @@ impl Breaker {
     }
 
     fn succeeded(&self, probe: bool) {
-        let mut inner = self.lock();
-        inner.consecutive_failures = 0;
-        if probe || inner.state != BreakerState::Closed {
-            inner.state = BreakerState::Closed;
-            if let Some(since) = inner.degraded_since.take() {
+        let mut circuit = self.lock();
+        circuit.consecutive_failures = 0;
+        if probe || circuit.state != BreakerState::Closed {
+            circuit.state = BreakerState::Closed;
+            if let Some(since) = circuit.degraded_since.take() {
                 let spell = since.elapsed();
-                inner.degraded_total += spell;
-                if std::mem::take(&mut inner.warned_this_time) {
+                circuit.degraded_total += spell;
+                if std::mem::take(&mut circuit.warned_this_time) {
                     tracing::info!(
                         target: "stampede",
                         shard = %self.shard,
@@ -118,48 +118,49 @@ impl Breaker {
     }
 
     fn failed(&self, probe: bool, cause: &str) {
-        let mut inner = self.lock();
-        inner.consecutive_failures = inner.consecutive_failures.saturating_add(1);
+        let mut circuit = self.lock();
+        circuit.consecutive_failures = circuit.consecutive_failures.saturating_add(1);
         let trips = probe
-            || (inner.state == BreakerState::Closed && inner.consecutive_failures >= self.failures);
+            || (circuit.state == BreakerState::Closed
+                && circuit.consecutive_failures >= self.failures);
         if !trips {
             return;
         }
-        if inner.state == BreakerState::Closed {
-            inner.opened += 1;
+        if circuit.state == BreakerState::Closed {
+            circuit.opened += 1;
             let now = Instant::now();
-            inner.degraded_since = Some(now);
-            let quiet = inner
+            circuit.degraded_since = Some(now);
+            let quiet = circuit
                 .warned_at
                 .is_none_or(|at| now.duration_since(at) >= LOG_EVERY);
             if quiet {
-                let since_last = std::mem::take(&mut inner.unlogged);
+                let since_last = std::mem::take(&mut circuit.unlogged);
                 tracing::warn!(
                     target: "stampede",
                     shard = %self.shard,
                     %cause,
-                    consecutive_failures = inner.consecutive_failures,
+                    consecutive_failures = circuit.consecutive_failures,
                     openings_not_logged = since_last,
                     "shared store unreachable: this replica is degraded (memory and in-process coalescing only) until a probe succeeds"
                 );
-                inner.warned_at = Some(now);
-                inner.warned_this_time = true;
+                circuit.warned_at = Some(now);
+                circuit.warned_this_time = true;
             } else {
-                inner.unlogged += 1;
-                inner.warned_this_time = false;
+                circuit.unlogged += 1;
+                circuit.warned_this_time = false;
             }
         }
-        inner.state = BreakerState::Open;
-        inner.opened_at = Some(Instant::now());
+        circuit.state = BreakerState::Open;
+        circuit.opened_at = Some(Instant::now());
     }
 
     /// A probe nobody waited for: open again, with the cooldown already served, so the
     /// next call probes at once.
     fn abandoned(&self) {
-        let mut inner = self.lock();
-        if inner.state == BreakerState::HalfOpen {
-            inner.state = BreakerState::Open;
-            inner.opened_at = Instant::now().checked_sub(self.cooldown);
+        let mut circuit = self.lock();
+        if circuit.state == BreakerState::HalfOpen {
+            circuit.state = BreakerState::Open;
+            circuit.opened_at = Instant::now().checked_sub(self.cooldown);
         }
     }
 
@@ -169,11 +170,11 @@ impl Breaker {
 
     /// How often it opened, and the total time it spent open or half-open.
     pub(crate) fn degraded(&self) -> (u64, Duration) {
-        let inner = self.lock();
-        let current = inner
+        let circuit = self.lock();
+        let current = circuit
             .degraded_since
             .map_or(Duration::ZERO, |since| since.elapsed());
-        (inner.opened, inner.degraded_total + current)
+        (circuit.opened, circuit.degraded_total + current)
     }
 }
 
@@ -205,63 +206,4 @@ impl Drop for Pass {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn breaker(failures: u32, cooldown: Duration) -> Arc<Breaker> {
-        Arc::new(Breaker::new(failures, cooldown, String::new()))
-    }
-
-    #[test]
-    fn opens_after_consecutive_failures_only() {
-        let breaker = breaker(3, Duration::from_secs(60));
-        for _ in 0..2 {
-            breaker.pass().unwrap().failed("refused");
-        }
-        breaker.pass().unwrap().succeeded();
-        for _ in 0..2 {
-            breaker.pass().unwrap().failed("refused");
-        }
-        assert_eq!(breaker.state(), BreakerState::Closed);
-        breaker.pass().unwrap().failed("refused");
-        assert_eq!(breaker.state(), BreakerState::Open);
-        assert!(breaker.pass().is_none());
-        assert_eq!(breaker.degraded().0, 1);
-    }
-
-    #[test]
-    fn one_probe_after_the_cooldown_decides() {
-        let breaker = breaker(1, Duration::ZERO);
-        breaker.pass().unwrap().failed("refused");
-        let probe = breaker.pass().unwrap();
-        assert!(probe.is_probe());
-        assert!(breaker.pass().is_none(), "only one probe at a time");
-        probe.failed("refused");
-        assert_eq!(breaker.state(), BreakerState::Open);
-        let probe = breaker.pass().unwrap();
-        probe.succeeded();
-        assert_eq!(breaker.state(), BreakerState::Closed);
-        assert!(!breaker.pass().unwrap().is_probe());
-        assert_eq!(
-            breaker.degraded().0,
-            1,
-            "a failed probe does not count a new opening"
-        );
-    }
-
-    #[test]
-    fn a_probe_its_caller_dropped_lets_the_next_call_probe_at_once() {
-        let breaker = breaker(1, Duration::from_secs(60));
-        breaker.pass().unwrap().failed("refused");
-        assert!(breaker.pass().is_none(), "cooling down");
-        // Past the cooldown: a caller takes the probe, then gives up on it.
-        breaker.lock().opened_at = Instant::now().checked_sub(Duration::from_secs(61));
-        drop(breaker.pass().unwrap());
-        assert_eq!(breaker.state(), BreakerState::Open);
-        let probe = breaker
-            .pass()
-            .expect("no second cooldown for a dropped probe");
-        probe.succeeded();
-        assert_eq!(breaker.state(), BreakerState::Closed);
-    }
-}
+mod tests;

@@ -16,7 +16,7 @@
 use super::background;
 use super::breaker::{Breaker, Pass};
 use super::connection::Connection;
-use super::{bump, Counters, Inner};
+use super::{bump, Client, Counters};
 use crate::remote::keys::EntryKey;
 use crate::remote::store::StoreError;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
@@ -28,8 +28,8 @@ use std::sync::Arc;
 /// How many response timeouts a timed-out call may still answer in and count as alive.
 pub(super) const LATE_GRACE: u32 = 4;
 
-impl Inner {
-    /// Runs one call on the master owning `key`'s slot (see [`Inner::call_through`]).
+impl Client {
+    /// Runs one call on the master owning `key`'s slot (see [`Client::call_through`]).
     pub(super) async fn call<T, F, Fut>(&self, key: &EntryKey, attempt: F) -> Result<T, StoreError>
     where
         F: Fn(Connection) -> Fut,

@@ -8,6 +8,7 @@
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
     Client, Cmd, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
     RedisResult, Value,
@@ -86,6 +87,35 @@ impl Connection {
                     ),
                 ))
             }
+        }
+    }
+}
+
+/// `host:port` of a master's address; `None` for `""` (any node, or a single server).
+fn host_port(address: &str) -> Option<(String, u16)> {
+    address
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
+}
+
+impl Connection {
+    /// Sends `command` to the master at `address`, or to the one server when it is `""`.
+    pub(crate) async fn on_master<T: redis::FromRedisValue>(
+        mut self,
+        address: String,
+        command: redis::Cmd,
+    ) -> RedisResult<T> {
+        match (&mut self, host_port(&address)) {
+            (Connection::Cluster(cluster), Some((host, port))) => {
+                let reply = cluster
+                    .route_command(
+                        command,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+                    )
+                    .await?;
+                Ok(redis::from_redis_value(reply)?)
+            }
+            _ => command.query_async(&mut self).await,
         }
     }
 }

@@ -55,19 +55,16 @@ pub(crate) mod cluster;
 mod connection;
 mod notices;
 mod ops;
+mod scan;
 mod script;
 mod subscriber;
 
 use super::background;
 use super::keys::{notice_channel, EntryKey};
-use super::store::{
-    Invalidated, LeaseRequest, LeaseToken, Publication, Published, Read, RemoteStats, RemoteStore,
-    Scan, ServerClock, StoreError, StoreEvent, Wake,
-};
+use super::store::{ServerClock, StoreError};
 use cluster::Shards;
 pub(crate) use connection::Target;
 use connection::{Connection, Patience};
-use futures_util::future::BoxFuture;
 use notices::NoticeHub;
 use redis::RedisError;
 use script::LuaScript;
@@ -75,7 +72,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use subscriber::Subscriber;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// Unless configured: how long one call may take before it counts as failed.
@@ -163,7 +160,7 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-struct Inner {
+struct Client {
     config: RedisConfig,
     connection: Connection,
     channel: String,
@@ -179,7 +176,7 @@ struct Inner {
 
 /// A shared store in one Redis server or cluster. Dropping it stops its background tasks.
 pub(crate) struct RedisStore {
-    inner: Arc<Inner>,
+    client: Arc<Client>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -219,7 +216,7 @@ impl RedisStore {
         let (push_sender, pushes) = mpsc::unbounded_channel();
         let subscriber = Subscriber::open(&config.target, patience, push_sender)?;
 
-        let inner = Arc::new(Inner {
+        let client = Arc::new(Client {
             channel: notice_channel(&config.prefix),
             shards: Shards::new(config.breaker_failures, config.breaker_cooldown),
             hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
@@ -231,10 +228,10 @@ impl RedisStore {
         });
         let store = background::handle();
         let tasks = vec![
-            store.spawn(subscriber::receive_pushes(Arc::downgrade(&inner), pushes)),
-            store.spawn(subscriber::heartbeat(Arc::downgrade(&inner), subscriber)),
+            store.spawn(subscriber::receive_pushes(Arc::downgrade(&client), pushes)),
+            store.spawn(subscriber::heartbeat(Arc::downgrade(&client), subscriber)),
         ];
-        Ok(Self { inner, tasks })
+        Ok(Self { client, tasks })
     }
 }
 
@@ -261,106 +258,6 @@ fn fence_of(text: &str) -> Option<u64> {
         .then(|| fence.parse::<u64>().ok())
         .flatten()
         .filter(|&n| n < 1 << 53)
-}
-
-impl RemoteStore for RedisStore {
-    fn read<'a>(
-        &'a self,
-        key: &'a EntryKey,
-        lease: Option<LeaseRequest>,
-    ) -> BoxFuture<'a, Result<Read, StoreError>> {
-        Box::pin(self.inner.read(key, lease))
-    }
-
-    fn publish<'a>(
-        &'a self,
-        key: &'a EntryKey,
-        publication: Publication,
-    ) -> BoxFuture<'a, Result<Published, StoreError>> {
-        Box::pin(self.inner.publish(key, publication))
-    }
-
-    fn invalidate<'a>(
-        &'a self,
-        key: &'a EntryKey,
-    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
-        Box::pin(self.inner.invalidate(key, None))
-    }
-
-    fn invalidate_at<'a>(
-        &'a self,
-        key: &'a EntryKey,
-        source_version: u64,
-    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
-        Box::pin(self.inner.invalidate(key, Some(source_version)))
-    }
-
-    fn release<'a>(
-        &'a self,
-        key: &'a EntryKey,
-        token: LeaseToken,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.inner.release(key, token))
-    }
-
-    fn beat<'a>(
-        &'a self,
-        key: &'a EntryKey,
-        token: LeaseToken,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.inner.beat(key, token))
-    }
-
-    fn entries<'a>(
-        &'a self,
-        pattern: &'a str,
-        shards: Option<&'a [String]>,
-    ) -> BoxFuture<'a, Scan> {
-        Box::pin(self.inner.entries(pattern, shards))
-    }
-
-    fn shard_of(&self, key: &EntryKey) -> String {
-        self.inner.shards.for_key(key.value()).0
-    }
-
-    fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
-        self.inner.hub.watch(key.value())
-    }
-
-    fn events(&self) -> broadcast::Receiver<StoreEvent> {
-        self.inner.hub.events()
-    }
-
-    fn subscription(&self) -> watch::Receiver<bool> {
-        self.inner.hub.subscription()
-    }
-
-    fn count_decode_failure(&self) {
-        bump(&self.inner.counters.decode_failures);
-    }
-
-    fn count_orphan_released(&self) {
-        bump(&self.inner.counters.orphans_released);
-    }
-
-    fn stats(&self) -> RemoteStats {
-        let counters = &self.inner.counters;
-        let (breaker, breaker_opened, degraded) = self.inner.shards.summary();
-        RemoteStats {
-            hits: counters.hits.load(Ordering::Relaxed),
-            misses: counters.misses.load(Ordering::Relaxed),
-            errors: counters.errors.load(Ordering::Relaxed),
-            decode_failures: counters.decode_failures.load(Ordering::Relaxed),
-            notices_sent: counters.notices_sent.load(Ordering::Relaxed),
-            notices_received: self.inner.hub.received(),
-            subscribed: self.inner.hub.is_subscribed(),
-            late_answers: counters.late_answers.load(Ordering::Relaxed),
-            orphans_released: counters.orphans_released.load(Ordering::Relaxed),
-            breaker,
-            breaker_opened,
-            degraded,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,18 @@
 //! The store's operations, each one script (or, for a fresh hit, one `MGET`), through
-//! [`Inner::call`].
-use super::connection::Connection;
-use super::{bump, entry_keys, fence_of, millis, Inner};
+//! [`Client::call`], and the store seam ([`RemoteStore`]) they implement.
+use super::{bump, entry_keys, fence_of, millis, Client, RedisStore};
 use crate::remote::keys::EntryKey;
 use crate::remote::store::{
     Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Publication, Published, Read,
-    Scan, ScanFailure, ServerClock, StoreError,
+    Scan, ServerClock, StoreError,
 };
+use crate::remote::store::{RemoteStats, RemoteStore, StoreEvent, Wake};
 use crate::remote::wire::{version_digits, Wire};
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::RedisResult;
+use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, oneshot, watch};
 
 /// How recent the server clock must be for a read without the script: the local
 /// monotonic clock carries it forward, and a second keeps any drift far below a millisecond.
@@ -37,7 +37,7 @@ type ReadReply = (
     String,
 );
 
-impl Inner {
+impl Client {
     pub(super) async fn read(
         &self,
         key: &EntryKey,
@@ -292,122 +292,104 @@ impl Inner {
             .await?;
         Ok(still == 1)
     }
-
-    /// Every entry with a key matching `pattern`, each once, from every master (or from
-    /// `only` these). A cluster's masters are read from a fresh `CLUSTER SLOTS` first: a
-    /// scan that skipped a master would leave its entries behind. A master that cannot be
-    /// scanned does not stop the others; it is named in the answer.
-    pub(super) async fn entries(&self, pattern: &str, only: Option<&[String]>) -> Scan {
-        let masters = match (&self.connection, only) {
-            (_, Some(only)) => only.to_vec(),
-            (Connection::Node(_), None) => vec![String::new()],
-            (Connection::Cluster(_), None) => match self.masters().await {
-                Ok(masters) => masters,
-                Err(error) => {
-                    return Scan {
-                        found: Vec::new(),
-                        failed: Some(ScanFailure {
-                            shards: None,
-                            error,
-                        }),
-                    }
-                }
-            },
-        };
-        // By value key: an entry's three keys name it once.
-        let mut found = std::collections::BTreeMap::new();
-        let mut failed = Vec::new();
-        let mut error = None;
-        for master in masters {
-            match self.scan_master(&master, pattern).await {
-                Ok(keys) => found.extend(
-                    keys.iter()
-                        .filter_map(|key| EntryKey::of_stored(key))
-                        .map(|entry| (entry.value().to_owned(), entry)),
-                ),
-                Err(e) => {
-                    failed.push(master);
-                    error = Some(e);
-                }
-            }
-        }
-        Scan {
-            found: found.into_values().collect(),
-            failed: error.map(|error| ScanFailure {
-                shards: Some(failed),
-                error,
-            }),
-        }
-    }
-
-    /// The cluster's masters, from a fresh `CLUSTER SLOTS`.
-    async fn masters(&self) -> Result<Vec<String>, StoreError> {
-        let breaker = self.shards.breaker("");
-        let reply = self
-            .call_through(&breaker, |connection| async move {
-                let Connection::Cluster(mut cluster) = connection else {
-                    unreachable!("only a cluster lists its masters")
-                };
-                let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
-                cluster
-                    .route_command(
-                        slots,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                    )
-                    .await
-            })
-            .await?;
-        if !self.shards.update(&reply) {
-            return Err(StoreError::Backend(
-                "CLUSTER SLOTS gave no slot map to scan".into(),
-            ));
-        }
-        Ok(self.shards.masters())
-    }
-
-    async fn scan_master(&self, master: &str, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let breaker = self.shards.breaker(master);
-        let mut cursor = 0_u64;
-        let mut keys = Vec::new();
-        loop {
-            let (next, more): (u64, Vec<String>) = self
-                .call_through(&breaker, |connection| {
-                    scan(connection, master.to_owned(), cursor, pattern.to_owned())
-                })
-                .await?;
-            keys.extend(more);
-            if next == 0 {
-                return Ok(keys);
-            }
-            cursor = next;
-        }
-    }
 }
 
-/// One `SCAN` step on the master at `address` (any node when it is `""`).
-async fn scan(
-    mut connection: Connection,
-    address: String,
-    cursor: u64,
-    pattern: String,
-) -> RedisResult<(u64, Vec<String>)> {
-    let mut command = redis::cmd("SCAN");
-    command
-        .arg(cursor)
-        .arg("MATCH")
-        .arg(pattern)
-        .arg("COUNT")
-        .arg(1000);
-    match (&mut connection, super::subscriber::host_port(&address)) {
-        (Connection::Cluster(cluster), Some((host, port))) => {
-            let reply = cluster
-                .route_command(
-                    command,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
-                )
-                .await?;
-            Ok(redis::from_redis_value(reply)?)
+impl RemoteStore for RedisStore {
+    fn read<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        lease: Option<LeaseRequest>,
+    ) -> BoxFuture<'a, Result<Read, StoreError>> {
+        Box::pin(self.client.read(key, lease))
+    }
+
+    fn publish<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        publication: Publication,
+    ) -> BoxFuture<'a, Result<Published, StoreError>> {
+        Box::pin(self.client.publish(key, publication))
+    }
+
+    fn invalidate<'a>(
+        &'a self,
+        key: &'a EntryKey,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.client.invalidate(key, None))
+    }
+
+    fn invalidate_at<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        source_version: u64,
+    ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
+        Box::pin(self.client.invalidate(key, Some(source_version)))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.client.release(key, token))
+    }
+
+    fn beat<'a>(
+        &'a self,
+        key: &'a EntryKey,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.client.beat(key, token))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        pattern: &'a str,
+        shards: Option<&'a [String]>,
+    ) -> BoxFuture<'a, Scan> {
+        Box::pin(self.client.entries(pattern, shards))
+    }
+
+    fn shard_of(&self, key: &EntryKey) -> String {
+        self.client.shards.for_key(key.value()).0
+    }
+
+    fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
+        self.client.hub.watch(key.value())
+    }
+
+    fn events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.client.hub.events()
+    }
+
+    fn subscription(&self) -> watch::Receiver<bool> {
+        self.client.hub.subscription()
+    }
+
+    fn count_decode_failure(&self) {
+        bump(&self.client.counters.decode_failures);
+    }
+
+    fn count_orphan_released(&self) {
+        bump(&self.client.counters.orphans_released);
+    }
+
+    fn stats(&self) -> RemoteStats {
+        let counters = &self.client.counters;
+        let (breaker, breaker_opened, degraded) = self.client.shards.summary();
+        RemoteStats {
+            hits: counters.hits.load(Ordering::Relaxed),
+            misses: counters.misses.load(Ordering::Relaxed),
+            errors: counters.errors.load(Ordering::Relaxed),
+            decode_failures: counters.decode_failures.load(Ordering::Relaxed),
+            notices_sent: counters.notices_sent.load(Ordering::Relaxed),
+            notices_received: self.client.hub.received(),
+            subscribed: self.client.hub.is_subscribed(),
+            late_answers: counters.late_answers.load(Ordering::Relaxed),
+            orphans_released: counters.orphans_released.load(Ordering::Relaxed),
+            breaker,
+            breaker_opened,
+            degraded,
         }
-        _ => command.query_async(&mut connection).await,
     }
 }

@@ -7,7 +7,7 @@
 //! eviction policy: one that may evict stampede's fences, leases and marks is warned of.
 use super::breaker::Breaker;
 use super::connection::{self, Connection, Patience, Target};
-use super::Inner;
+use super::Client;
 use crate::remote::store::StoreError;
 use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -18,21 +18,23 @@ use tokio::sync::mpsc;
 
 /// Feeds the subscription's pushes to the hub until the store is dropped.
 pub(super) async fn receive_pushes(
-    inner: Weak<Inner>,
+    client: Weak<Client>,
     mut pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
 ) {
     while let Some(push) = pushes.recv().await {
-        let Some(inner) = inner.upgrade() else { return };
+        let Some(client) = client.upgrade() else {
+            return;
+        };
         match push.kind {
             PushKind::Message => {
                 if let Some(payload) = push.data.into_iter().nth(1) {
                     if let Ok(payload) = redis::from_redis_value::<Vec<u8>>(payload) {
-                        inner.hub.deliver(&payload);
+                        client.hub.deliver(&payload);
                     }
                 }
             }
-            PushKind::Subscribe => inner.hub.set_subscribed(true),
-            PushKind::Disconnection => inner.hub.set_subscribed(false),
+            PushKind::Subscribe => client.hub.set_subscribed(true),
+            PushKind::Disconnection => client.hub.set_subscribed(false),
             _ => {}
         }
     }
@@ -87,9 +89,9 @@ impl Subscriber {
 }
 
 /// Runs until the store is dropped; see the module's documentation.
-pub(super) async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
-    let period = match inner.upgrade() {
-        Some(inner) => inner.config.heartbeat,
+pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) {
+    let period = match client.upgrade() {
+        Some(client) => client.config.heartbeat,
         None => return,
     };
     let mut ticks = tokio::time::interval(period);
@@ -98,22 +100,24 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
     let mut policies_read = HashSet::new();
     loop {
         ticks.tick().await;
-        let Some(inner) = inner.upgrade() else { return };
-        inner.hub.prune();
-        let timeout = inner.config.response_timeout;
-        if let Connection::Cluster(connection) = &inner.connection {
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        client.hub.prune();
+        let timeout = client.config.response_timeout;
+        if let Connection::Cluster(connection) = &client.connection {
             let mut connection = connection.clone();
             let slots = connection.route_command(
                 redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
             );
             if let Ok(Ok(reply)) = tokio::time::timeout(timeout, slots).await {
-                inner.shards.update(&reply);
+                client.shards.update(&reply);
             }
         }
-        for master in inner.shards.masters() {
-            let breaker = inner.shards.breaker(&master);
-            let pinged = inner
+        for master in client.shards.masters() {
+            let breaker = client.shards.breaker(&master);
+            let pinged = client
                 .call_through(&breaker, |connection| ping(connection, master.clone()))
                 .await;
             match pinged {
@@ -121,27 +125,27 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
                     tracing::warn!(target: "stampede", shard = %master, %error, "Redis is unreachable at start-up: values stay in each replica's memory until it answers");
                 }
                 Ok(()) if policies_read.insert(master.clone()) => {
-                    warn_of_eviction(&inner, &breaker, &master).await;
+                    warn_of_eviction(&client, &breaker, &master).await;
                 }
                 _ => {}
             }
         }
         first = false;
-        if *inner.hub.subscription().borrow() {
+        if *client.hub.subscription().borrow() {
             let ping = redis::cmd("PING");
             let answered =
                 tokio::time::timeout(timeout, ping.query_async::<()>(&mut subscriber.connection))
                     .await;
             if !matches!(answered, Ok(Ok(()))) {
                 // A black hole never disconnects; a silent subscription is a lost one.
-                inner.hub.set_subscribed(false);
+                client.hub.set_subscribed(false);
             }
         } else {
-            let channel = inner.channel.clone();
+            let channel = client.channel.clone();
             let subscribed =
                 tokio::time::timeout(timeout, subscriber.connection.subscribe(&channel)).await;
             if matches!(subscribed, Ok(Ok(()))) {
-                inner.hub.set_subscribed(true);
+                client.hub.set_subscribed(true);
             } else {
                 subscriber.next_node();
             }
@@ -154,14 +158,14 @@ pub(super) async fn heartbeat(inner: Weak<Inner>, mut subscriber: Subscriber) {
 /// an evicted mark forgets an invalidation at a source version, and an evicted value is a
 /// miss. `noeviction` (or no limit) is the safe setting; a server that refuses `CONFIG`
 /// (a managed service) is not asked again.
-async fn warn_of_eviction(inner: &Inner, breaker: &Arc<Breaker>, master: &str) {
+async fn warn_of_eviction(client: &Client, breaker: &Arc<Breaker>, master: &str) {
     let config = |parameter: &'static str| {
         let master = master.to_owned();
         move |connection: Connection| config_get(connection, master.clone(), parameter)
     };
     let (Ok(limit), Ok(policy)) = (
-        inner.call_through(breaker, config("maxmemory")).await,
-        inner
+        client.call_through(breaker, config("maxmemory")).await,
+        client
             .call_through(breaker, config("maxmemory-policy"))
             .await,
     ) else {
@@ -178,36 +182,9 @@ async fn warn_of_eviction(inner: &Inner, breaker: &Arc<Breaker>, master: &str) {
     }
 }
 
-/// `host:port` of a master's address; `None` for `""` (any node, or a single server).
-pub(super) fn host_port(address: &str) -> Option<(String, u16)> {
-    address
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
-}
-
-/// Sends `command` to the master at `address`, or to the one server when it is `""`.
-async fn on_master<T: redis::FromRedisValue>(
-    mut connection: Connection,
-    address: String,
-    command: redis::Cmd,
-) -> RedisResult<T> {
-    match (&mut connection, host_port(&address)) {
-        (Connection::Cluster(cluster), Some((host, port))) => {
-            let reply = cluster
-                .route_command(
-                    command,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
-                )
-                .await?;
-            Ok(redis::from_redis_value(reply)?)
-        }
-        _ => command.query_async(&mut connection).await,
-    }
-}
-
 /// PING the master at `address`, or any node when it is `""`.
 async fn ping(connection: Connection, address: String) -> RedisResult<()> {
-    let pong: String = on_master(connection, address, redis::cmd("PING")).await?;
+    let pong: String = connection.on_master(address, redis::cmd("PING")).await?;
     drop(pong);
     Ok(())
 }
@@ -220,6 +197,6 @@ async fn config_get(
 ) -> RedisResult<String> {
     let mut command = redis::cmd("CONFIG");
     command.arg("GET").arg(parameter);
-    let pair: Vec<String> = on_master(connection, address, command).await?;
+    let pair: Vec<String> = connection.on_master(address, command).await?;
     Ok(pair.into_iter().nth(1).unwrap_or_default())
 }

@@ -4,7 +4,10 @@ use super::{
     asking, held, miss_lease, publication, subscribed, value_of, within, PROMPTLY,
     RESPONSE_TIMEOUT, SLACK,
 };
-use crate::remote::store::{BreakerState, Lease, LeaseFor, Notice, NoticeKind};
+use crate::remote::store::{
+    BreakerState, Invalidated, Lease, LeaseFor, Notice, NoticeKind, Published, Read, RemoteStore,
+    StoreEvent, Wake,
+};
 use redis::PushKind;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -55,7 +58,7 @@ fn keys_on_every_master(
 /// Waits until the store's slot map names every master, so each has its own breaker.
 async fn mapped(store: &RedisStore) {
     within(PROMPTLY, async {
-        while store.inner.shards.masters().len() < MASTERS {
+        while store.client.shards.masters().len() < MASTERS {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -106,9 +109,9 @@ async fn every_script_names_keys_of_one_slot_and_a_lost_script_reloads_on_its_ke
     let (first, owner) = &keys[0];
     // Without a recent server clock a read runs the script (a fresh value would
     // otherwise be read with a plain MGET).
-    *store.inner.clock.lock().unwrap() = None;
+    *store.client.clock.lock().unwrap() = None;
     store.read(first, None).await.unwrap();
-    let hash = store.inner.scripts.read.hash();
+    let hash = store.client.scripts.read.hash();
     for i in 0..MASTERS {
         let loaded = cluster.cli(i, &["SCRIPT", "EXISTS", hash]);
         assert_eq!(loaded, if i == *owner { "1" } else { "0" }, "master {i}");
@@ -416,7 +419,7 @@ async fn a_dead_master_fails_only_its_keys_fast_and_everything_returns_after_its
     // down): its keys fail without waiting on it, nobody else's do.
     let (dead_key, _) = keys.iter().find(|(_, owner)| *owner == dead).unwrap();
     for (key, owner) in &keys {
-        let state = store.inner.shards.for_key(key.value()).1.state();
+        let state = store.client.shards.for_key(key.value()).1.state();
         assert_eq!(
             state == BreakerState::Closed,
             *owner != dead,

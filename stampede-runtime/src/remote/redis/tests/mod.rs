@@ -1,7 +1,10 @@
 //! The Redis backend against a real `redis-server` each test starts for itself (and, in
 //! `cluster`, a local three-master Redis Cluster).
 use super::*;
-use crate::remote::store::{BreakerState, Holder, Lease, LeaseFor, NoticeKind};
+use crate::remote::store::{
+    BreakerState, Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, NoticeKind,
+    Publication, Published, Read, RemoteStore, StoreEvent, Wake,
+};
 use crate::remote::wire::{Header, Wire};
 use std::future::Future;
 use std::time::Instant;
@@ -177,7 +180,7 @@ async fn a_fresh_value_is_read_without_the_script_and_anything_else_with_it() {
         .arg(bytes)
         .arg("PX")
         .arg(60_000)
-        .exec_async(&mut store.inner.connection.clone())
+        .exec_async(&mut store.client.connection.clone())
         .await
         .unwrap();
     let before = calls_of(&redis, "evalsha");
@@ -186,7 +189,7 @@ async fn a_fresh_value_is_read_without_the_script_and_anything_else_with_it() {
     assert_eq!(calls_of(&redis, "evalsha"), before + 1);
 
     // Without a recent clock: the script.
-    *store.inner.clock.lock().unwrap() = None;
+    *store.client.clock.lock().unwrap() = None;
     store.read(&key, None).await.unwrap();
     assert_eq!(calls_of(&redis, "evalsha"), before + 2);
 }

@@ -1,0 +1,80 @@
+use super::Args;
+use crate::ctxt::Ctxt;
+
+/// The options `tokens` parse into, and the messages of the errors reported.
+fn parse(tokens: &str) -> (Args, Vec<String>) {
+    let mut cx = Ctxt::new();
+    let args = Args::parse(tokens.parse().unwrap(), &mut cx);
+    let errors = match cx.finish() {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.into_iter().map(|e| e.to_string()).collect(),
+    };
+    (args, errors)
+}
+
+#[test]
+fn each_kind_of_value_is_read() {
+    let (args, errors) = parse(
+        r#"fresh = "1m30s", coalesce = false, xfetch, jitter = 0.25, skip(db, self), local, returns = value"#,
+    );
+    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(args.fresh.map(|s| s.value.millis), Some(90_000));
+    assert_eq!(args.coalesce.map(|s| s.value), Some(false));
+    assert_eq!(args.xfetch.map(|s| s.value), Some(1.0));
+    assert_eq!(args.jitter.map(|s| s.value), Some(0.25));
+    let skipped: Vec<String> = args
+        .skip
+        .unwrap()
+        .value
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(skipped, ["db", "self"]);
+    assert!(args.local.is_some());
+    assert!(args
+        .returns
+        .is_some_and(|s| s.value == super::Returning::Value));
+}
+
+#[test]
+fn an_option_given_twice_is_reported_once_and_its_second_value_not_read() {
+    let (args, errors) = parse(r#"fresh = "1s", fresh = "not a duration""#);
+    assert_eq!(errors, ["`fresh` is given twice"]);
+    assert_eq!(args.fresh.map(|s| s.value.millis), Some(1_000));
+}
+
+#[test]
+fn a_renamed_option_names_its_name_here_and_counts_as_written() {
+    let (args, errors) = parse(r#"ttl = "5s""#);
+    assert_eq!(errors, ["`ttl` is `fresh` here"]);
+    assert!(args.fresh.is_none());
+    assert_eq!(args.written, ["ttl", "fresh"]);
+}
+
+#[test]
+fn every_mistake_is_reported_in_order() {
+    let (_, errors) = parse(r#"fresh = 5, local = 1, bogus, capacity = "x""#);
+    let unknown = format!(
+        "unknown option `bogus`; the options are: {}",
+        super::OPTIONS
+    );
+    assert_eq!(
+        errors,
+        [
+            "durations are strings with a unit: write `fresh = \"5s\"`",
+            "`local` takes no value: write `local`",
+            &unknown,
+            "`capacity` is a whole number: write `capacity = 10_000`",
+        ]
+    );
+}
+
+#[test]
+fn settings_inside_parentheses_are_read() {
+    let (args, errors) = parse(r#"xfetch(beta = 2.5), cache_errors(if = is_missing, for = "5s")"#);
+    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(args.xfetch.map(|s| s.value), Some(2.5));
+    let kept = args.cache_errors.unwrap().value;
+    assert_eq!(kept.ttl.millis, 5_000);
+    assert!(kept.keep.is_ident("is_missing"));
+}

@@ -1,0 +1,96 @@
+//! Notices from other replicas, applied to this cache: a value published elsewhere
+//! demotes this replica's copy to stale (or drops it), an invalidation drops it, and
+//! either detaches a running load the notice outdates. A lost subscription drops every
+//! copy, since notices sent meanwhile were missed.
+use super::Inner;
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::envelope::Envelope;
+use crate::remote::store::{Notice, NoticeKind, StoreEvent};
+use crate::remote::tier::Tier;
+use std::hash::Hash;
+use std::sync::Weak;
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// Another replica published a newer value of `key` (a refresh): this replica's copy
+    /// is served as stale from now, if its stale window allows, so the next call reads the
+    /// newer value in the background instead of every caller waiting for the read. `false`
+    /// when it cannot be: the copy is dropped instead.
+    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice) -> bool {
+        let now = self.clock.now();
+        let Some(held) = self.store.get_arc(key) else {
+            return false;
+        };
+        if held.stale_until <= now {
+            return false;
+        }
+        let demoted = self
+            .store
+            .replace_if(key, held.generation, |held| Envelope {
+                fresh_until: now,
+                ..held.clone()
+            });
+        if demoted {
+            // Heard from now on, from the notice's fence up.
+            if let Some(entry) = tier.address(key) {
+                tier.copied(&entry, key, notice.fence);
+            }
+        }
+        demoted
+    }
+}
+
+/// Keeps a cache's memory copies and running loads in line with the shared store: a
+/// notice from another replica drops the copy it names (or, for a refresh, serves it as
+/// stale until the newer value is read) and detaches a load it outdates; a
+/// lost (or lagging) subscription drops every copy and detaches every load, and so does
+/// subscribing again, since notices sent in between were missed.
+pub(super) async fn listen<K, V, E>(
+    inner: Weak<Inner<K, V, E>>,
+    mut events: broadcast::Receiver<StoreEvent>,
+) where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    loop {
+        let event = events.recv().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Some(tier) = inner.tier() else {
+            return;
+        };
+        match event {
+            Ok(StoreEvent::Notice(notice)) => {
+                if notice.own {
+                    continue;
+                }
+                // Fence first, as a local invalidation does: a load that read before this
+                // write no longer stores, so the copy dropped next cannot come back.
+                if let Some(key) = tier.outdated_by(&notice) {
+                    inner.flights.invalidate(&key);
+                }
+                if let Some(key) = tier.noticed(&notice) {
+                    if !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
+                    {
+                        inner.store.invalidate(&key);
+                        inner.forget_error(&key);
+                    }
+                }
+            }
+            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
+            | Err(RecvError::Lagged(_)) => {
+                // Fence first: no load running now stores after the copies are gone.
+                inner.flights.invalidate_all();
+                tier.forget_copies();
+                inner.store.invalidate_all();
+                if let Some(known) = &inner.known_errors {
+                    known.clear();
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}

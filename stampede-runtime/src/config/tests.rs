@@ -1,0 +1,40 @@
+use super::*;
+
+/// The file and the environment read the attribute's grammar: the shared examples,
+/// through both.
+#[test]
+fn the_file_and_the_environment_read_the_one_duration_grammar() {
+    use stampede_settings::examples::{DURATIONS, NOT_DURATIONS};
+    let path = Path::new("stampede.toml");
+    let from_file = |text: &str| {
+        let settings = file::parse(path, &format!("[functions.f]\nstale = {text:?}\n"))?;
+        let mut layers = Layers::default();
+        for (name, overrides) in settings.functions {
+            layers.set_function(name, overrides.value);
+        }
+        Ok::<_, ConfigError>(layers.functions[&Arc::from("f")].value.stale)
+    };
+    let from_env = |text: &str| {
+        let variables = [("STAMPEDE_FUNCTION_F_STALE".into(), text.into())];
+        let mut layers = Layers::default();
+        layers.read_env(variables)?;
+        Ok::<_, ConfigError>(layers.env_functions["F"].value.stale)
+    };
+    for &(text, millis) in DURATIONS {
+        let expected = Some(Duration::from_millis(millis));
+        assert_eq!(from_file(text), Ok(expected), "file: {text}");
+        assert_eq!(from_env(text), Ok(expected), "environment: {text}");
+    }
+    for &(text, why) in NOT_DURATIONS {
+        let refusal = format!("`{text}` is not a duration: {why}");
+        let in_file = from_file(text).unwrap_err();
+        assert_eq!(
+            (in_file.line(), in_file.key()),
+            (Some(2), Some("functions.f.stale"))
+        );
+        assert!(in_file.message().starts_with(&refusal), "{in_file}");
+        let in_env = from_env(text).unwrap_err();
+        assert_eq!(in_env.key(), Some("STAMPEDE_FUNCTION_F_STALE"));
+        assert!(in_env.message().starts_with(&refusal), "{in_env}");
+    }
+}

@@ -1,0 +1,88 @@
+use super::*;
+
+#[test]
+fn notices_wake_only_their_keys_waiters_and_tell_their_own() {
+    let hub = NoticeHub::new("n1".into());
+    hub.set_subscribed(true);
+    let mut a = hub.watch("k:{a}");
+    let mut b = hub.watch("k:{b}");
+    hub.deliver(b"p 17 n2 k:{a}");
+    match a.try_recv().unwrap() {
+        Wake::Notice(notice) => {
+            assert_eq!(notice.kind, NoticeKind::Published);
+            assert_eq!(
+                (notice.key.as_str(), notice.fence, notice.own),
+                ("k:{a}", 17, false)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(b.try_recv().is_err());
+    hub.deliver(b"garbage");
+    hub.deliver(b"i 18 n1 k:{b}");
+    assert!(matches!(
+        b.try_recv().unwrap(),
+        Wake::Notice(Notice { own: true, .. })
+    ));
+    assert_eq!(hub.received(), 2);
+}
+
+#[test]
+fn waiters_that_gave_up_are_pruned() {
+    let hub = NoticeHub::new("n1".into());
+    hub.set_subscribed(true);
+    drop(hub.watch("gone"));
+    let _kept = hub.watch("kept");
+    hub.prune();
+    let keys: Vec<String> = hub.waiters().keys().cloned().collect();
+    assert_eq!(keys, ["kept"]);
+}
+
+#[test]
+fn a_lost_subscription_wakes_every_waiter_and_new_ones_at_once() {
+    let hub = NoticeHub::new("n1".into());
+    hub.set_subscribed(true);
+    let mut events = hub.events();
+    let mut waiter = hub.watch("k");
+    hub.set_subscribed(false);
+    assert_eq!(waiter.try_recv().unwrap(), Wake::SubscriptionLost);
+    assert_eq!(hub.watch("k").try_recv().unwrap(), Wake::SubscriptionLost);
+    assert_eq!(events.try_recv().unwrap(), StoreEvent::SubscriptionLost);
+    hub.set_subscribed(true);
+    assert_eq!(events.try_recv().unwrap(), StoreEvent::Subscribed);
+}
+
+#[test]
+fn a_waiter_registering_while_the_subscription_drops_is_always_woken() {
+    // Races `watch` against the drop many times; a waiter that saw the subscription
+    // up but registered after the drop's wake-up went out would wait forever.
+    const ROUNDS: usize = 20_000;
+    let hub = NoticeHub::new("n1".into());
+    let start = std::sync::Barrier::new(2);
+    let mut stranded = 0;
+    for _ in 0..ROUNDS {
+        hub.set_subscribed(true);
+        let waiters = std::thread::scope(|scope| {
+            let watching = scope.spawn(|| {
+                start.wait();
+                let mut waiters = Vec::new();
+                // Until a watch sees the drop: each one before may straddle it.
+                loop {
+                    let mut waiter = hub.watch("k");
+                    if waiter.try_recv() == Ok(Wake::SubscriptionLost) {
+                        return waiters;
+                    }
+                    waiters.push(waiter);
+                }
+            });
+            start.wait();
+            hub.set_subscribed(false);
+            watching.join().unwrap()
+        });
+        stranded += waiters
+            .into_iter()
+            .filter_map(|mut waiter| waiter.try_recv().err())
+            .count();
+    }
+    assert_eq!(stranded, 0, "waiters never woken in {ROUNDS} rounds");
+}

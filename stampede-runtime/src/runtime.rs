@@ -1,0 +1,419 @@
+//! The process's [`Runtime`]: the checked configuration a cache binds to (its backend,
+//! admission semaphores and per-function overrides), the connection to the shared store,
+//! and the caches built with it.
+//!
+//! A runtime is built in code ([`Runtime::builder`]), from a TOML file
+//! ([`RuntimeBuilder::file`], or the one `STAMPEDE_CONFIG` names) and from `STAMPEDE_*`
+//! variables ([`RuntimeBuilder::env`]), in that order, later ones winning; `config` holds
+//! and checks those settings. One runtime is the process's ([`RuntimeBuilder::install`]);
+//! a cache built without an explicit runtime uses it, and when nothing was installed the
+//! first such cache reads the environment.
+use crate::admission::{Admission, Gate};
+use crate::clock::Clock;
+use crate::config::{self, Backend, Config, ConfigError, Layers, Overrides};
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::remote::replica::Remote;
+use crate::remote::store::{BreakerState, StoreError};
+use crate::stats::{BackendStats, Observed, Stats};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+/// Builds a [`Runtime`]: code first, then a file, then the environment, each overriding
+/// what came before.
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::Runtime;
+/// let runtime = Runtime::builder()
+///     .admission("db", 20, Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct RuntimeBuilder {
+    layers: Layers,
+    clock: Option<Clock>,
+}
+
+impl RuntimeBuilder {
+    /// Where values are stored (default [`Backend::Memory`]).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.layers.set_backend(&backend);
+        self
+    }
+
+    /// Defines the admission semaphore `name`: at most `limit` origin calls at once across
+    /// the caches naming it; a load that queues longer than `queue_timeout` is shed.
+    pub fn admission(
+        mut self,
+        name: impl Into<Arc<str>>,
+        limit: usize,
+        queue_timeout: Duration,
+    ) -> Self {
+        self.layers.set_admission(name.into(), limit, queue_timeout);
+        self
+    }
+
+    /// Overrides settings of the cache named `name` (merged over earlier overrides of it).
+    pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
+        self.layers.set_function(name.into(), overrides);
+        self
+    }
+
+    /// The clock every cache built with this runtime reads (default [`Clock::system`]),
+    /// `#[cached]` functions included when the runtime is installed. [`Clock::tokio`]
+    /// lets tests drive freshness with Tokio's paused clock.
+    ///
+    /// ```
+    /// use stampede_runtime::{Clock, Runtime};
+    /// let runtime = Runtime::builder().clock(Clock::tokio()).build().unwrap();
+    /// ```
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Reads the TOML file at `path` over what is set so far. The file must parse and
+    /// every key must be known; ranges are checked by [`build`](Self::build), and every
+    /// error names the file, the line and the dotted key.
+    pub fn file(mut self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        self.layers.read_file(path.as_ref(), None)?;
+        Ok(self)
+    }
+
+    /// Reads `STAMPEDE_CONFIG`'s file, if set, then the `STAMPEDE_*` overrides (the
+    /// configuration guide lists them). What a cache does on first use when nothing was
+    /// installed.
+    pub fn env(self) -> Result<Self, ConfigError> {
+        self.read_env(std::env::vars_os())
+    }
+
+    fn read_env(
+        mut self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Self, ConfigError> {
+        self.layers.read_env(vars)?;
+        Ok(self)
+    }
+
+    /// Checks every setting (in range, every admission a function names defined, no two
+    /// function names that the environment cannot tell apart) and builds the runtime.
+    pub fn build(self) -> Result<Runtime, ConfigError> {
+        let config = self.layers.check()?;
+        let admissions = (config.admissions.iter())
+            .map(|(name, admission)| {
+                let semaphore =
+                    Admission::new(name.clone(), admission.limit, admission.queue_timeout);
+                (name.clone(), Arc::new(semaphore))
+            })
+            .collect();
+        Ok(Runtime {
+            state: Arc::new(RuntimeState {
+                config,
+                remote: OnceLock::new(),
+                admissions,
+                clock: self.clock.unwrap_or_default(),
+                claimed: Mutex::new(BTreeMap::new()),
+                caches: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Builds the runtime and makes it the process's: every cache built afterwards without
+    /// an explicit runtime uses it. Fails if one was installed already, or if a cache was
+    /// built before (it took the environment's settings then); install at startup.
+    pub fn install(self) -> Result<Runtime, ConfigError> {
+        let runtime = self.build()?;
+        let mut ours = false;
+        let global = GLOBAL.get_or_init(|| {
+            ours = true;
+            Global {
+                runtime: Ok(runtime.clone()),
+                installed: true,
+            }
+        });
+        if ours {
+            return Ok(runtime);
+        }
+        let message = if global.installed {
+            "a runtime was already installed in this process; install it once, at startup"
+        } else {
+            "a cache was built before this install and took its settings from the environment; install the runtime at startup, before the first cache is built or cached function called"
+        };
+        Err(ConfigError::in_process(message))
+    }
+}
+
+/// Backend, admission semaphores and per-function overrides, shared by the caches built
+/// with it. Cheap to clone.
+///
+/// ```
+/// use std::time::Duration;
+/// use stampede_runtime::{Cache, Policy, Runtime};
+///
+/// let runtime = Runtime::builder()
+///     .admission("db", 4, Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// let policy = Policy::builder("user-profile")
+///     .fresh(Duration::from_secs(60))
+///     .admission("db")
+///     .build()
+///     .unwrap();
+/// let profiles: Cache<u64, String> = Cache::builder(policy).runtime(&runtime).build();
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    state: Arc<RuntimeState>,
+}
+
+struct RuntimeState {
+    config: Config,
+    /// The shared store, connected on first use.
+    remote: OnceLock<Result<Arc<Remote>, StoreError>>,
+    admissions: HashMap<Arc<str>, Arc<Admission>>,
+    clock: Clock,
+    /// The names caches were built with, by their environment form.
+    claimed: Mutex<BTreeMap<String, Arc<str>>>,
+    /// The caches built with this runtime, for [`Runtime::stats`] and metrics export.
+    caches: Mutex<Vec<Weak<dyn Observed>>>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut admissions: Vec<_> = self.state.admissions.keys().collect();
+        admissions.sort();
+        f.debug_struct("Runtime")
+            .field("backend", &self.state.config.backend)
+            .field("admissions", &admissions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The process's runtime, once installed or read from the environment on first use.
+struct Global {
+    runtime: Result<Runtime, ConfigError>,
+    installed: bool,
+}
+
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+
+impl Runtime {
+    /// An empty builder: the memory backend, no admission semaphores, no overrides.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The runtime the environment describes (`STAMPEDE_CONFIG`, `STAMPEDE_*`), or the
+    /// embedded memory backend when nothing is set.
+    pub fn from_env() -> Result<Runtime, ConfigError> {
+        Runtime::builder().env()?.build()
+    }
+
+    /// The process's runtime: the installed one, or on first use the one the environment
+    /// describes. A bad environment is an error here, and every load of a cache built
+    /// without an explicit runtime fails with [`Error::Config`] naming it; call this at
+    /// startup to fail fast instead.
+    pub fn global() -> Result<Runtime, ConfigError> {
+        GLOBAL
+            .get_or_init(|| {
+                let runtime = Runtime::from_env();
+                if let Err(error) = &runtime {
+                    tracing::error!(target: "stampede", %error, "invalid stampede configuration; every load of a cache using it will fail");
+                }
+                Global {
+                    runtime,
+                    installed: false,
+                }
+            })
+            .runtime
+            .clone()
+    }
+
+    /// Where values are stored.
+    pub fn backend(&self) -> Backend {
+        self.state.config.backend.clone()
+    }
+
+    /// This replica's connection to the shared store, made on first use (inside a Tokio
+    /// runtime; outside one there is none and caches stay in memory). `None` for the
+    /// memory backend.
+    pub(crate) fn remote(&self) -> Option<&Arc<Remote>> {
+        if self.state.config.backend == Backend::Memory {
+            return None;
+        }
+        // The store runs its connections on Tokio: connect only inside a runtime.
+        tokio::runtime::Handle::try_current().ok()?;
+        let remote = self
+            .state
+            .remote
+            .get_or_init(|| Remote::start(&self.state.config.backend_settings));
+        match remote {
+            Ok(remote) => Some(remote),
+            Err(error) => {
+                tracing::warn!(target: "stampede", %error, "no shared store: values stay in this process's memory");
+                None
+            }
+        }
+    }
+
+    /// The shared store's counters: `None` for the memory backend, or before the first
+    /// load connected it. `degraded_now` says loads skip the store (see degraded mode
+    /// in the operations guide).
+    pub fn backend_stats(&self) -> Option<BackendStats> {
+        let remote = self.state.remote.get()?.as_ref().ok()?;
+        let stats = remote.store().stats();
+        Some(BackendStats {
+            hits: stats.hits,
+            misses: stats.misses,
+            errors: stats.errors,
+            late_answers: stats.late_answers,
+            orphaned_leases_released: stats.orphans_released,
+            decode_failures: stats.decode_failures,
+            notices_sent: stats.notices_sent,
+            notices_received: stats.notices_received,
+            subscribed: stats.subscribed,
+            degraded_now: stats.breaker != BreakerState::Closed,
+            breaker_opened: stats.breaker_opened,
+            degraded: stats.degraded,
+            invalidations_queued: remote.queued() as u64,
+        })
+    }
+
+    /// The limit and queue timeout of the admission semaphore `name`, if defined.
+    pub fn admission(&self, name: &str) -> Option<(usize, Duration)> {
+        let admission = self.state.admissions.get(name)?;
+        Some((admission.limit(), admission.queue_timeout()))
+    }
+
+    /// A snapshot of every live cache built with this runtime, by cache name.
+    pub fn stats(&self) -> Vec<(Arc<str>, Stats)> {
+        self.observed()
+            .iter()
+            .map(|cache| (cache.name().clone(), cache.stats()))
+            .collect()
+    }
+
+    pub(crate) fn observed(&self) -> Vec<Arc<dyn Observed>> {
+        let caches = self
+            .state
+            .caches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        caches.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn admissions(&self) -> impl Iterator<Item = &Arc<Admission>> {
+        self.state.admissions.values()
+    }
+
+    /// The clock caches built with this runtime read, unless their builder sets one.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.state.clock
+    }
+
+    /// Records that a cache named `name` was built; the name that first claimed the same
+    /// environment form, if any.
+    fn claim(&self, env_name: String, name: &Arc<str>) -> Arc<str> {
+        let mut claimed = self
+            .state
+            .claimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        claimed
+            .entry(env_name)
+            .or_insert_with(|| name.clone())
+            .clone()
+    }
+
+    /// The `[functions."…"]` entries (and `STAMPEDE_FUNCTION_<NAME>_*` variables) that no
+    /// cache built with this runtime has claimed so far, each logged at warn level: a
+    /// name there that no cache ever claims is most likely a typo. Call it once every
+    /// cache was built (after startup, or after a first call of each cached function).
+    ///
+    /// ```
+    /// use stampede_runtime::{Overrides, Runtime};
+    /// let runtime = Runtime::builder()
+    ///     .function("user-proflie", Overrides::new().enabled(false))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(runtime.unclaimed_functions(), ["user-proflie"]);
+    /// ```
+    pub fn unclaimed_functions(&self) -> Vec<String> {
+        let claimed = self
+            .state
+            .claimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut unclaimed: Vec<String> = self
+            .state
+            .config
+            .functions
+            .keys()
+            .filter(|name| !claimed.values().any(|c| c == *name))
+            .map(|name| name.to_string())
+            .collect();
+        unclaimed.sort();
+        let mut variables: Vec<String> = (self.state.config.env_functions.keys())
+            .filter(|env_name| !claimed.contains_key(*env_name))
+            .map(|env_name| format!("{}{env_name}_*", config::FUNCTION))
+            .collect();
+        variables.sort();
+        unclaimed.extend(variables);
+        for entry in &unclaimed {
+            tracing::warn!(target: "stampede", function = %entry, "no cache claims these overrides; is the name misspelt?");
+        }
+        unclaimed
+    }
+
+    /// Remembers a cache for [`Runtime::stats`]; dropped caches are pruned here.
+    pub(crate) fn register(&self, cache: Weak<dyn Observed>) {
+        let mut caches = self
+            .state
+            .caches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        caches.retain(|c| c.strong_count() > 0);
+        caches.push(cache);
+    }
+
+    /// The policy a cache runs with (its own, with this runtime's overrides for its name)
+    /// and how its loads are admitted. An admission name nothing defines closes the gate:
+    /// every load fails with [`Error::UnknownAdmission`], never a panic.
+    pub(crate) fn bind(&self, policy: Policy) -> (Policy, Gate) {
+        let name = policy.name().clone();
+        let first_claim = self.claim(config::env_name(&name), &name);
+        let policy = match self.state.config.policy_of(policy.clone(), &first_claim) {
+            Ok(policy) => policy,
+            Err(error) => {
+                tracing::error!(target: "stampede", %error);
+                return (policy, Gate::Closed(Error::Config { cache: name, error }));
+            }
+        };
+        let gate = match policy.admission() {
+            None => Gate::Open,
+            Some(admission) => match self.state.admissions.get(admission) {
+                Some(defined) => Gate::Limited(defined.clone()),
+                None => {
+                    let error = Error::UnknownAdmission {
+                        cache: name,
+                        admission: admission.clone(),
+                    };
+                    tracing::error!(target: "stampede", %error);
+                    Gate::Closed(error)
+                }
+            },
+        };
+        (policy, gate)
+    }
+}
+
+#[cfg(test)]
+mod tests;
