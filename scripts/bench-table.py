@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns one `cargo bench -p stampede-benches` run into the README's benchmark tables.
+"""Turns one `cargo bench -p stampede-benches` run into the benchmark tables of docs/performance.md.
 
 Reads criterion's output (`target/criterion/<group>/<contestant>/new/{benchmark,estimates}.json`)
 and the counts the miss-storm and churn groups leave beside it (`<group>/notes.json`), and
@@ -8,8 +8,8 @@ prints Markdown: the machine line, one table per group, and the targets as ratio
     cargo bench -p stampede-benches
     python3 scripts/bench-table.py                       # print the tables
     python3 scripts/bench-table.py --memory              # also run the memory example
-    python3 scripts/bench-table.py --memory --write README.md
-                                      # replace the text between the README's markers
+    python3 scripts/bench-table.py --memory --write docs/performance.md
+                                      # replace the text between the page's markers
 
 Standard library only. Times are criterion's median estimate for each contestant.
 """
@@ -230,7 +230,7 @@ def main():
                         help="also run the memory example (package stampede-benches) and add its tables")
     parser.add_argument("--note", default="",
                         help="a sentence about the run, printed under the machine line")
-    parser.add_argument("--write", type=Path, metavar="README",
+    parser.add_argument("--write", type=Path, metavar="PAGE",
                         help=f"replace the text between {START} and {END} in this file")
     args = parser.parse_args()
     base = args.dir or criterion_dir()

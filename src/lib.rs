@@ -3,8 +3,9 @@
 //! A hot key that expires costs one origin call per process, not one per request: misses
 //! of one key share one load, stale values are served while one refresh runs, and XFetch
 //! refreshes hot keys before they expire. [`cached`] does it to an existing function;
-//! [`Cache`] is the same engine without the macro. See the README for the options, the
-//! behaviour in full and the leader-mode table.
+//! [`Cache`] is the same engine without the macro. The guides in the repository's
+//! `docs/` have the options (`attribute.md`), the behaviour in full and the leader-mode
+//! table (`behaviour.md`).
 //!
 //! ```
 //! use stampede::cached;

@@ -39,7 +39,7 @@ pub struct Handle<K, V, E = Error, B = ExpressionKey<K>> {
     pub(crate) key_of: B,
 }
 
-/// How a cached function's leader runs its origin (see the README's leader-mode table).
+/// How a cached function's leader runs its origin (see the leader-mode table in `docs/behaviour.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaderMode {
     /// Every argument is owned: the origin runs as its own task ([`Cache::load`]).

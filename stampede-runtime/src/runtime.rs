@@ -88,7 +88,7 @@ impl RuntimeBuilder {
     }
 
     /// Reads `STAMPEDE_CONFIG`'s file, if set, then the `STAMPEDE_*` overrides (the
-    /// configuration guide lists them). What a cache does on first use when nothing was
+    /// configuration guide, `docs/configuration.md`, lists them). What a cache does on first use when nothing was
     /// installed.
     pub fn env(self) -> Result<Self, ConfigError> {
         self.read_env(std::env::vars_os())

@@ -8,8 +8,8 @@ use crate::runtime::Runtime;
 impl Runtime {
     /// Publishes the counters of every live cache built with this runtime, labelled
     /// `cache = <name>`, and the state of its admission semaphores, labelled
-    /// `admission = <name>`, to the installed `metrics` recorder. The README lists the
-    /// names.
+    /// `admission = <name>`, to the installed `metrics` recorder. The observability guide
+    /// (`docs/observability.md`) lists the names.
     ///
     /// ```
     /// let runtime = stampede_runtime::Runtime::builder().build().unwrap();

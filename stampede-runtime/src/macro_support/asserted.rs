@@ -99,7 +99,7 @@ pub trait Caches<K, V, E> {
     /// off: for an instantiation whose type name another instantiation already printed (see
     /// [`Instances::resolve`](build::Instances::resolve)).
     fn uncached_at(&self, handle: &Handle<K, V, E>, here: &'static str) -> Cache<K, V, E>;
-    /// See [`build::build_claimed_cache`].
+    /// See `build_claimed_cache` (`build.rs`).
     fn build_claimed(
         &self,
         policy: PolicyBuilder,
@@ -131,7 +131,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Caches<K, V, E> for &Asserted<K,
 
 /// Building caches a shared store could hold (serde bounds too).
 pub trait SharedCaches<K, V, E> {
-    /// See [`build::build_shared_cache`].
+    /// See `build_shared_cache` (`build.rs`).
     fn build_shared(
         &self,
         policy: PolicyBuilder,
@@ -160,7 +160,7 @@ where
 
 /// Caches of functions that return a plain value.
 pub trait PlainCaches<K, V> {
-    /// See [`build::build_plain_cache`].
+    /// See `build_plain_cache` (`build.rs`).
     fn build_plain(
         &self,
         policy: PolicyBuilder,
@@ -182,7 +182,7 @@ impl<K: CacheKey, V: LocalValue> PlainCaches<K, V> for &Asserted<K, V, Error> {
 
 /// Caches of functions that return a plain value a shared store could hold.
 pub trait SharedPlainCaches<K, V> {
-    /// See [`build::build_shared_plain_cache`].
+    /// See `build_shared_plain_cache` (`build.rs`).
     fn build_shared_plain(
         &self,
         policy: PolicyBuilder,
