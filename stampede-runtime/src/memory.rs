@@ -4,7 +4,7 @@
 //! can be served (`fresh × (1 + jitter)` plus the longer of the stale and stale-if-error
 //! windows), so dead entries leave memory without a per-entry timer. Whether an entry may
 //! be served is decided by its envelope's deadlines, never by moka; a per-entry expiry
-//! (moka's `Expiry`) measured 25 ns more per hit (see the README's bench notes).
+//! (moka's `Expiry`) measured 25 ns more per hit (see the benchmark notes in `docs/performance.md`).
 //!
 //! Keys are hashed with foldhash instead of moka's default SipHash: about 130 fewer
 //! instructions per lookup of a `u64` key. Its seeds come from the operating system's
@@ -22,6 +22,9 @@ use std::time::Duration;
 /// moka refuses a time-to-live past 1,000 years; a century is "forever" here.
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
+/// Told of each entry memory lets go of: its key and generation.
+type Dropped<K> = Box<dyn Fn(&K, u64) + Send + Sync>;
+
 pub(crate) struct MemoryStore<K, V> {
     /// Behind an `Arc`: moka clones what it returns, and a hit needs the value and two
     /// deadlines, not a copy of every field of the envelope.
@@ -37,15 +40,36 @@ where
     /// clock tests pause, moka's expiry would drop entries the cache still deems fresh,
     /// so there only `capacity` bounds memory.
     pub(crate) fn new(policy: &Policy, real_time: bool) -> Self {
-        let longest_fresh = policy.fresh().mul_f64(1.0 + policy.jitter());
-        let after_fresh = policy
-            .stale()
-            .max(policy.stale_if_error().unwrap_or_default());
+        Self::build(policy, real_time, None)
+    }
+
+    /// As [`new`](Self::new), telling `dropped` of each entry memory lets go of by itself
+    /// or by an invalidation (its key and generation; not when a newer value replaces
+    /// it), including one it declined to admit: what keeps a copy's bookkeeping no
+    /// longer than the copy.
+    pub(crate) fn with_dropped(
+        policy: &Policy,
+        real_time: bool,
+        dropped: impl Fn(&K, u64) + Send + Sync + 'static,
+    ) -> Self {
+        Self::build(policy, real_time, Some(Box::new(dropped)))
+    }
+
+    fn build(policy: &Policy, real_time: bool, dropped: Option<Dropped<K>>) -> Self {
         let builder = moka::sync::Cache::builder().max_capacity(policy.capacity());
-        let builder = if real_time {
-            builder.time_to_live(longest_fresh.saturating_add(after_fresh).min(CENTURY))
-        } else {
-            builder
+        let builder = match lifetime(policy, real_time) {
+            Some(lifetime) => builder.time_to_live(lifetime),
+            None => builder,
+        };
+        let builder = match dropped {
+            Some(dropped) => {
+                builder.eviction_listener(move |key: Arc<K>, envelope: Arc<Envelope<V>>, cause| {
+                    if cause != moka::notification::RemovalCause::Replaced {
+                        dropped(&key, envelope.generation);
+                    }
+                })
+            }
+            None => builder,
         };
         MemoryStore {
             entries: builder.build_with_hasher(seeded_hasher()),
@@ -106,6 +130,17 @@ where
     pub(crate) fn invalidate_all(&self) {
         self.entries.invalidate_all();
     }
+}
+
+/// The longest an entry of `policy` stays in memory: the longest it can be served. `None`
+/// under a clock tests pause, where moka's expiry would drop entries the cache still
+/// deems fresh (so there only the capacity bounds memory).
+pub(crate) fn lifetime(policy: &Policy, real_time: bool) -> Option<Duration> {
+    let longest_fresh = policy.fresh().mul_f64(1.0 + policy.jitter());
+    let after_fresh = policy
+        .stale()
+        .max(policy.stale_if_error().unwrap_or_default());
+    real_time.then(|| longest_fresh.saturating_add(after_fresh).min(CENTURY))
 }
 
 /// A hasher for one cache: a seed of its own on top of the process's shared seed.

@@ -105,8 +105,9 @@ pub struct BackendStats {
     /// Notices received from any replica.
     pub notices_received: u64,
     /// This replica's subscription to notices is up. While it is down, notices from other
-    /// replicas may be missed: a tiered node drops its memory copies when it goes down
-    /// and again when it is back, so no copy made in the gap outlives it.
+    /// replicas may be missed: a tiered node drops its copies of what Redis holds when it
+    /// goes down and again when it is back, and makes none in between (each call reads
+    /// Redis), so no copy outlives a notice it missed.
     pub subscribed: bool,
     /// The circuit breaker is open or probing: loads use memory and in-process coalescing
     /// only.

@@ -238,7 +238,7 @@ where
         };
         let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
         let inner = Arc::new_cyclic(|me| Inner {
-            store: MemoryStore::new(&policy, clock.is_real_time()),
+            store: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
             known_errors,
             policy,
             gate,
@@ -364,6 +364,25 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
 
 /// The leader of one load of a cache, its flight carrying the load's answer.
 pub(crate) type LoadLeader<K, V, E> = Leader<K, Result<V, E>>;
+
+/// A cache's memory. On a shared backend, memory tells the cache's side of the store of
+/// each copy it lets go of, so the notices' bookkeeping holds every copy memory does.
+fn memory_store<K: CacheKey, V: LocalValue, E: CacheError>(
+    policy: &Policy,
+    real_time: bool,
+    shared: bool,
+    cache: &Weak<Inner<K, V, E>>,
+) -> MemoryStore<K, V> {
+    if !shared {
+        return MemoryStore::new(policy, real_time);
+    }
+    let cache = cache.clone();
+    MemoryStore::with_dropped(policy, real_time, move |key, generation| {
+        if let Some(tier) = cache.upgrade().as_deref().and_then(Inner::connected_tier) {
+            tier.dropped(key, generation);
+        }
+    })
+}
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     fn fail(&self, error: Error) -> E {

@@ -1,7 +1,7 @@
 //! Notices from other replicas, applied to this cache: a value published elsewhere
 //! demotes this replica's copy to stale (or drops it), an invalidation drops it, and
 //! either detaches a running load the notice outdates. A lost subscription drops every
-//! copy, since notices sent meanwhile were missed.
+//! copy of what the store holds, since notices sent meanwhile were missed.
 use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::envelope::Envelope;
@@ -34,7 +34,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if demoted {
             // Heard from now on, from the notice's fence up.
             if let Some(entry) = tier.address(key) {
-                tier.copied(&entry, key, notice.fence);
+                tier.copied(&entry, key, notice.fence, held.generation);
             }
         }
         demoted
@@ -44,8 +44,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 /// Keeps a cache's memory copies and running loads in line with the shared store: a
 /// notice from another replica drops the copy it names (or, for a refresh, serves it as
 /// stale until the newer value is read) and detaches a load it outdates; a
-/// lost (or lagging) subscription drops every copy and detaches every load, and so does
-/// subscribing again, since notices sent in between were missed.
+/// lost (or lagging) subscription drops every copy of what the store holds, and so does
+/// subscribing again, which also detaches every running load, since notices sent in
+/// between were missed.
 pub(super) async fn listen<K, V, E>(
     inner: Weak<Inner<K, V, E>>,
     mut events: broadcast::Receiver<StoreEvent>,
@@ -56,6 +57,7 @@ pub(super) async fn listen<K, V, E>(
 {
     loop {
         let event = events.recv().await;
+        let lost = matches!(event, Ok(StoreEvent::SubscriptionLost));
         let Some(inner) = inner.upgrade() else {
             return;
         };
@@ -82,10 +84,17 @@ pub(super) async fn listen<K, V, E>(
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
             | Err(RecvError::Lagged(_)) => {
-                // Fence first: no load running now stores after the copies are gone.
-                inner.flights.invalidate_all();
-                tier.forget_copies();
-                inner.store.invalidate_all();
+                // Back (or lagging): notices were missed meanwhile, so loads running now
+                // may have read before one. Fence first: none of them stores after the
+                // copies are gone. While the subscription is down, a load keeps no copy
+                // of what the store holds anyway, and one made without the store (Redis
+                // unreachable) is what degraded mode runs on: it stays.
+                if !lost {
+                    inner.flights.invalidate_all();
+                }
+                for key in tier.forget_heard_copies() {
+                    inner.store.invalidate(&key);
+                }
                 if let Some(known) = &inner.known_errors {
                     known.clear();
                 }

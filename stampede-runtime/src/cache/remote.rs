@@ -16,6 +16,11 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// This cache's side of the shared store, connected on first use inside a Tokio
     /// runtime; `None` for the memory backend and `local` caches. The notice listener
     /// subscribes here, before the first read.
+    /// This cache's side of the shared store if it is connected already.
+    pub(super) fn connected_tier(&self) -> Option<&Arc<Tier<K, V>>> {
+        self.remote.as_ref()?.tier.get()?.as_ref()
+    }
+
     pub(super) fn tier(&self) -> Option<&Arc<Tier<K, V>>> {
         let side = self.remote.as_ref()?;
         if let Some(tier) = side.tier.get() {
@@ -33,6 +38,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 self.policy.version(),
                 side.keeps_memory,
                 self.policy.capacity(),
+                crate::memory::lifetime(&self.policy, self.clock.is_real_time()),
             ));
             // On the store's thread, so it outlives the runtime that first connected.
             crate::remote::background::spawn(notices::listen(self.me.clone(), events));
@@ -367,13 +373,19 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             _ if found.too_large => Standing::Own,
             standing => standing,
         };
+        // A copy is only as good as the notices that would drop it: while the subscription
+        // is down (at start-up, until it first subscribes, or after it dropped) an
+        // invalidation elsewhere would go unheard, so the store's value is read again each
+        // time, and one it cannot hold is kept only for the degraded bound.
+        let hears = tier.hears_notices();
         let envelope = match standing {
-            Standing::Stored if !tier.keeps_memory => return None,
+            Standing::Stored if !tier.keeps_memory || !hears => return None,
+            Standing::Own if !hears => self.degraded(envelope, tier),
             Standing::Stored | Standing::Own => envelope,
             Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
-        tier.copied(&found.key, key, fence);
+        tier.copied(&found.key, key, fence, envelope.generation);
         Some(envelope)
     }
 

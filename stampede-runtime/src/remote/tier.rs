@@ -11,8 +11,13 @@
 //!   it (its callers get its value, calls after the notice start a new load, and memory
 //!   does not keep it). A notice that arrives while the read is still on its way is
 //!   caught the same way;
-//! - a node that lost its subscription may have missed notices: it drops every copy and
-//!   detaches every load, and again once subscribed;
+//! - a node that lost its subscription may have missed notices: it drops every copy of
+//!   what the store holds, and again once subscribed, when it also detaches every running
+//!   load; until then (and from start-up until it first subscribes) it keeps no such copy
+//!   and reads the store again each time. Copies made while the store was unreachable
+//!   never relied on notices: the degraded bound limits them;
+//! - every copy memory holds is in the notices' bookkeeping: memory tells the tier of
+//!   each copy it lets go of, and the bookkeeping has no capacity of its own to evict by;
 //! - the redis backend keeps no copies, except of values loaded while the store could not
 //!   be read (degraded) or too large to share; those obey the same notices, and a
 //!   degraded one is served only for the degraded bound, since an invalidation it could
@@ -111,6 +116,9 @@ pub(crate) enum Wrote {
     TooLarge,
 }
 
+/// How much longer a copy's bookkeeping may outlive the longest a memory copy lives.
+const COPY_MARGIN: Duration = Duration::from_secs(60);
+
 /// One cache's side of the shared store.
 pub(crate) struct Tier<K, V> {
     pub(crate) remote: Arc<Remote>,
@@ -119,15 +127,27 @@ pub(crate) struct Tier<K, V> {
     version: u32,
     /// Tiered: memory copies are kept. Redis: only while the store is unreachable.
     pub(crate) keeps_memory: bool,
-    /// Value key → key of each memory copy and the fence its value was read or written
-    /// under, so a notice naming the value key finds it, and one no newer leaves it.
-    copies: moka::sync::Cache<String, (K, u64)>,
+    /// Value key → each memory copy: so a notice naming the value key finds it, and one
+    /// no newer leaves it. Not bounded by a capacity of its own: an entry leaves when
+    /// memory lets go of its copy ([`Tier::dropped`]), so every copy memory holds can be
+    /// found (a bookkeeping that evicted on its own would leave copies deaf to notices).
+    copies: moka::sync::Cache<String, MemoryCopy<K>>,
     /// Value key → the loads of it running now.
     loading: Mutex<HashMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
     /// and its holder not due to be taken over before then), and how long that holder
     /// will have held the lease by then. A notice for the key ends it early.
     held_elsewhere: moka::sync::Cache<String, (Instant, Duration)>,
+}
+
+/// What a notice needs to find a memory copy and judge it.
+#[derive(Clone)]
+struct MemoryCopy<K> {
+    key: K,
+    /// The fence its value was read or written under.
+    fence: u64,
+    /// The memory envelope's generation, to tell this copy from a newer one of the key.
+    generation: u64,
 }
 
 /// The running loads of one key, and the highest fence any of their reads returned.
@@ -155,14 +175,22 @@ where
         version: u32,
         keeps_memory: bool,
         capacity: u64,
+        lifetime: Option<Duration>,
     ) -> Self {
+        // The copies outlive no memory entry by much: one memory never stored (a load
+        // detached after its copy was noted) is dropped by time.
+        let copies = moka::sync::Cache::builder();
+        let copies = match lifetime {
+            Some(lifetime) => copies.time_to_live(lifetime.saturating_add(COPY_MARGIN)),
+            None => copies,
+        };
         Tier {
             remote,
             codec,
             name,
             version,
             keeps_memory,
-            copies: moka::sync::Cache::new(capacity),
+            copies: copies.build(),
             loading: Mutex::new(HashMap::new()),
             held_elsewhere: moka::sync::Cache::new(capacity),
         }
@@ -172,11 +200,30 @@ where
         (self.codec.key)(&self.remote.prefix, &self.name, self.version, key)
     }
 
-    /// Remembers a memory copy of `key` read or written under `fence`, for the notices
-    /// that will drop it.
-    pub(crate) fn copied(&self, entry: &EntryKey, key: &K, fence: u64) {
+    /// Remembers a memory copy of `key` (of envelope `generation`) read or written under
+    /// `fence`, for the notices that will drop it.
+    pub(crate) fn copied(&self, entry: &EntryKey, key: &K, fence: u64, generation: u64) {
+        let copy = MemoryCopy {
+            key: key.clone(),
+            fence,
+            generation,
+        };
+        self.copies.insert(entry.value().to_owned(), copy);
+    }
+
+    /// Memory let go of its copy of `key` of envelope `generation` (evicted, expired,
+    /// declined, invalidated): its bookkeeping goes too, unless a newer copy replaced it.
+    pub(crate) fn dropped(&self, key: &K, generation: u64) {
+        use moka::ops::compute::Op;
+        let Ok(entry) = self.entry_key(key) else {
+            return;
+        };
         self.copies
-            .insert(entry.value().to_owned(), (key.clone(), fence));
+            .entry(entry.value().to_owned())
+            .and_compute_with(|held| match held {
+                Some(held) if held.value().generation == generation => Op::Remove,
+                _ => Op::Nop,
+            });
     }
 
     /// The key of the memory copy `notice` (from another replica) outdates, forgotten: a
@@ -188,11 +235,11 @@ where
         if notice.kind == NoticeKind::Released {
             return None;
         }
-        let (_, fence) = self.copies.get(&notice.key)?;
-        if notice.fence <= fence {
+        let copy = self.copies.get(&notice.key)?;
+        if notice.fence <= copy.fence {
             return None;
         }
-        self.copies.remove(&notice.key).map(|(key, _)| key)
+        self.copies.remove(&notice.key).map(|copy| copy.key)
     }
 
     /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping
@@ -205,6 +252,27 @@ where
     pub(crate) fn forget_copies(&self) {
         self.copies.invalidate_all();
         self.held_elsewhere.invalidate_all();
+    }
+
+    /// Forgets every memory copy that relies on notices (read from the store or written
+    /// to it, under a fence) and returns their keys, for memory to drop: notices may have
+    /// been missed. A copy made while the store could not be reached (fence 0) never
+    /// heard notices; the degraded bound already limits it, and it stays.
+    pub(crate) fn forget_heard_copies(&self) -> Vec<K> {
+        self.held_elsewhere.invalidate_all();
+        let heard: Vec<(std::sync::Arc<String>, K)> = self
+            .copies
+            .iter()
+            .filter(|(_, copy)| copy.fence > 0)
+            .map(|(entry, copy)| (entry, copy.key))
+            .collect();
+        heard
+            .into_iter()
+            .map(|(entry, key)| {
+                self.copies.invalidate(entry.as_str());
+                key
+            })
+            .collect()
     }
 
     fn loads(&self) -> MutexGuard<'_, HashMap<String, Loads<K>>> {
@@ -279,6 +347,12 @@ where
     /// flowing. Register it before a read, so a publish right after the read still wakes.
     pub(crate) fn watch(&self, entry: &EntryKey) -> tokio::sync::oneshot::Receiver<Wake> {
         self.remote.store().watch(entry)
+    }
+
+    /// Whether notices flow now: a memory copy made while they do not would miss the
+    /// notice that drops it.
+    pub(crate) fn hears_notices(&self) -> bool {
+        *self.remote.store().subscription().borrow()
     }
 
     /// Whether notices flow, to wait for them to.
