@@ -1,5 +1,5 @@
-//! One cache's side of the shared store ([`Tier`]): the serde codec its types allow
-//! ([`Codec`]), what a read found ([`Found`]), and the bookkeeping that keeps this
+//! One cache's side of the shared store ([`Tier`]), with the serde codec its types allow
+//! and what a read found (`found.rs`), and the bookkeeping that keeps this
 //! replica's memory and running loads in line with other replicas' notices.
 //!
 //! Memory and the shared store must never disagree for longer than a notice takes:
@@ -22,99 +22,20 @@
 //!   be read (degraded) or too large to share; those obey the same notices, and a
 //!   degraded one is served only for the degraded bound, since an invalidation it could
 //!   not hear may have passed.
+mod found;
+
+pub(crate) use found::{Codec, Found, Wrote};
+
 use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
-use super::store::{
-    Holder, Lease, LeaseRequest, Notice, NoticeKind, Published, Read, StoreError, Wake,
-};
-use super::wire::{Header, Wire, WireError};
+use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, StoreError, Wake};
+use super::wire::{Header, WireError};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-/// The serde operations of one cache's key and value types, captured where the types
-/// are known to allow them, so the loader needs no serde bounds.
-pub(crate) struct Codec<K, V> {
-    key: fn(&str, &str, u32, &K) -> Result<EntryKey, KeyError>,
-    encode: fn(&Wire, &Header, &V) -> Result<Vec<u8>, WireError>,
-    decode: fn(&Wire, &[u8]) -> Decoded<V>,
-}
-
-type Decoded<V> = Result<(Header, V), WireError>;
-
-impl<K, V> Clone for Codec<K, V> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K, V> Copy for Codec<K, V> {}
-
-impl<K: Serialize, V: Serialize + DeserializeOwned + 'static> Codec<K, V> {
-    pub(crate) fn new() -> Self {
-        Codec {
-            key: |prefix, name, version, key| EntryKey::new(prefix, name, version, key),
-            encode: |wire, header, value| wire.encode(header, value),
-            decode: |wire, bytes| wire.decode(bytes),
-        }
-    }
-}
-
-/// What a cache found in the shared store before calling its origin.
-pub(crate) struct Found<K, V> {
-    pub(crate) key: EntryKey,
-    /// The server's clock and the key's fence at the read: the publish goes under it.
-    /// `None`: the store could not be read (degraded).
-    pub(crate) read: Option<Read>,
-    /// The stored value, as a memory envelope, if one decoded.
-    pub(crate) envelope: Option<Envelope<V>>,
-    /// The key's lease, when this read took it: the publish ends it, anything else gives
-    /// it back.
-    pub(crate) lease: Option<HeldLease>,
-    /// The value is too large to share: each replica loads it and keeps its own copy.
-    pub(crate) too_large: bool,
-    /// This load, registered for the notices that detach it.
-    pub(crate) watching: Loading<K, V>,
-}
-
-impl<K, V> Found<K, V> {
-    /// Another replica holds the key's lease.
-    pub(crate) fn holder(&self) -> Option<Holder> {
-        match self.read.as_ref()?.lease {
-            Lease::HeldBy(holder) => Some(holder),
-            _ => None,
-        }
-    }
-
-    /// This read took the lease over from a holder that had gone quiet.
-    pub(crate) fn took_over(&self) -> bool {
-        matches!(
-            self.read.as_ref().map(|read| read.lease),
-            Some(Lease::Granted {
-                took_over: true,
-                ..
-            })
-        )
-    }
-}
-
-/// What became of a publish, for what memory keeps of the value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wrote {
-    /// Stored (or already past its time there): every replica can read it.
-    Stored,
-    /// Refused: a newer load or an invalidation got there first. Nobody keeps it.
-    Refused,
-    /// Nobody knows: no answer, or memory full.
-    Unconfirmed,
-    /// Too large to share: other replicas were told to load it themselves.
-    TooLarge,
-}
 
 /// How much longer a copy's bookkeeping may outlive the longest a memory copy lives.
 const COPY_MARGIN: Duration = Duration::from_secs(60);
