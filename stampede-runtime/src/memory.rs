@@ -4,7 +4,8 @@
 //! can be served (`fresh × (1 + jitter)` plus the longer of the stale and stale-if-error
 //! windows), so dead entries leave memory without a per-entry timer. Whether an entry may
 //! be served is decided by its envelope's deadlines, never by moka; a per-entry expiry
-//! (moka's `Expiry`) measured 25 ns more per hit (see the benchmark notes in `docs/performance.md`).
+//! (moka's `Expiry`) measured 25 ns more per hit (see the benchmark notes in
+//! `docs/performance.md`).
 //!
 //! Keys are hashed with foldhash instead of moka's default SipHash: about 130 fewer
 //! instructions per lookup of a `u64` key. Its seeds come from the operating system's

@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
-    /// This cache's side of the shared store, connected on first use inside a Tokio
-    /// runtime; `None` for the memory backend and `local` caches. The notice listener
-    /// subscribes here, before the first read.
     /// This cache's side of the shared store if it is connected already.
     pub(super) fn connected_tier(&self) -> Option<&Arc<Tier<K, V>>> {
         self.remote.as_ref()?.tier.get()?.as_ref()
     }
 
+    /// This cache's side of the shared store, connected on first use inside a Tokio
+    /// runtime; `None` for the memory backend and `local` caches. The notice listener
+    /// subscribes here, before the first read.
     pub(super) fn tier(&self) -> Option<&Arc<Tier<K, V>>> {
         let side = self.remote.as_ref()?;
         if let Some(tier) = side.tier.get() {

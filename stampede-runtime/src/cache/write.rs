@@ -142,8 +142,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Drops `key`'s value because its source changed at `source_version`, unless that
     /// change is already known: an invalidation below the highest version invalidated
     /// before for this key (its mark), or at or below the version the cached value was read
-    /// at (see [`CacheBuilder::source_version`](crate::CacheBuilder::source_version)), arrived late and changes nothing; one
-    /// exactly at the mark applies again, so a retried call is harmless. So invalidations
+    /// at (see [`CacheBuilder::source_version`](crate::CacheBuilder::source_version)),
+    /// arrived late and changes nothing; one exactly at the mark applies again, so a
+    /// retried call is harmless. So invalidations
     /// delivered out of order cannot delete a value refreshed from a newer source, and a
     /// value read at a version older than the newest invalidation is answered to its
     /// callers but not stored.
