@@ -5,7 +5,7 @@
 //! live heap divided by the number of entries or callers. Run it with
 //!
 //! ```text
-//! cargo run --release -p stampede-benches --example memory
+//! cargo run --release -p stampede-benches --bin memory
 //! ```
 //!
 //! and it prints two Markdown tables.
@@ -27,33 +27,41 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 // global allocator cannot be installed without it, and the crates themselves forbid it.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc(layout);
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe {
+            let ptr = System.alloc(layout);
+            if !ptr.is_null() {
+                LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc_zeroed(layout);
-        if !ptr.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe {
+            let ptr = System.alloc_zeroed(layout);
+            if !ptr.is_null() {
+                LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe {
+            System.dealloc(ptr, layout);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = System.realloc(ptr, layout, new_size);
-        if !new.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
+        unsafe {
+            let new = System.realloc(ptr, layout, new_size);
+            if !new.is_null() {
+                LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+                LIVE.fetch_add(new_size, Ordering::Relaxed);
+            }
+            new
         }
-        new
     }
 }
 

@@ -256,7 +256,7 @@ def main():
     out += ["Targets, as ratios from this run:", ""]
     out += targets(fresh, contended, storm, storm_notes) + [""]
     if args.memory:
-        out += ["Memory (`cargo run --release -p stampede-benches --example memory`, same machine):", ""]
+        out += ["Memory (`cargo run --release -p stampede-benches --bin memory`, same machine):", ""]
         out += memory_tables() + [""]
     text = "\n".join(out).rstrip() + "\n"
 

@@ -1,7 +1,7 @@
 //! Origin admission across keys (many keys flushed at once: the limit
 //! holds, excess loads are shed or served stale), waiters holding no permit, shed leaders
 //! settling their flights, and configurations naming a semaphore nobody defined.
-mod common;
+use crate::common;
 
 use common::{bounded, callers_at_once, AppError, Mode, Origin};
 use stampede::{Cache, Clock, Error, Overrides, Policy, PolicyBuilder, Runtime};

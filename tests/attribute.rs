@@ -1,9 +1,9 @@
 //! `#[cached]` on real functions: every option honoured at run time, counted in origin
 //! calls. Every cache here reads Tokio's clock (installed with the runtime), so the tests
 //! about time windows run on the paused clock and assert exact outcomes.
-mod common;
+use crate::common;
 
-use common::{bounded, eventually, tokio_clock};
+use common::{bounded, eventually};
 use serde::{Deserialize, Serialize};
 use stampede::{cached, LeaderMode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,7 +64,6 @@ async fn load_profile(tenant: TenantId, id: u64, db: &Db) -> Result<Profile, App
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_borrowed_pool_and_a_tenant_key_coalesce_to_one_query() {
-    tokio_clock();
     let db = Arc::new(Db::default());
     let tenant = TenantId("acme".into());
     let calls: Vec<_> = (0..100)
@@ -106,7 +105,6 @@ async fn square(n: u64) -> u64 {
 
 #[tokio::test(start_paused = true)]
 async fn fresh_values_are_served_until_they_expire() {
-    tokio_clock();
     assert_eq!(SQUARE.leader_mode(), LeaderMode::Detached);
     assert_eq!(square(12).await, 144);
     assert_eq!(square(12).await, 144);
@@ -129,7 +127,6 @@ async fn stale_counter(key: u32) -> Result<usize, stampede::Error> {
 
 #[tokio::test(start_paused = true)]
 async fn the_stale_window_serves_the_old_value_while_one_refresh_runs() {
-    tokio_clock();
     assert_eq!(stale_counter(1).await, Ok(1));
     tokio::time::sleep(Duration::from_millis(200)).await; // stale now
     let calls: Vec<_> = (0..50).map(|_| tokio::spawn(stale_counter(1))).collect();
@@ -163,7 +160,6 @@ async fn early(key: u32) -> Result<usize, stampede::Error> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xfetch_refreshes_a_fresh_value_early_once() {
-    tokio_clock();
     assert_eq!(early(1).await, Ok(1));
     let calls: Vec<_> = (0..20).map(|_| tokio::spawn(early(1))).collect();
     for call in calls {
@@ -202,7 +198,6 @@ async fn through_source(id: u32, source: &Source) -> Result<u32, stampede::Error
 
 #[tokio::test]
 async fn a_fresh_hit_clones_nothing_for_the_origin() {
-    tokio_clock();
     assert_eq!(bounded(through_source(1, &Source)).await, Ok(1));
     assert_eq!(SOURCE_CLONES.load(Ordering::SeqCst), 1, "the miss's origin");
     for _ in 0..3 {
@@ -227,7 +222,6 @@ async fn slow(key: u32) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_caller_past_its_deadline_gets_timeout_and_the_load_still_lands() {
-    tokio_clock();
     let got = slow(5).await;
     assert!(
         matches!(got, Err(AppError::Cache(stampede::Error::Timeout { .. }))),
@@ -249,7 +243,6 @@ async fn uncoalesced(key: u32) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coalesce_false_lets_every_concurrent_miss_call_the_origin() {
-    tokio_clock();
     let calls: Vec<_> = (0..10).map(|_| tokio::spawn(uncoalesced(3))).collect();
     for call in calls {
         assert_eq!(bounded(call).await.unwrap(), 3);
@@ -270,7 +263,6 @@ async fn flaky(key: u32) -> Result<usize, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn stale_if_error_answers_a_failing_origin_with_the_last_value() {
-    tokio_clock();
     assert_eq!(flaky(1).await, Ok(1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(flaky(1).await, Ok(1), "origin failed; last value served");
@@ -318,7 +310,6 @@ impl Archive {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_method_coalesces_and_keeps_its_own_cache() {
-    tokio_clock();
     let directory = Arc::new(Directory { db: Db::default() });
     let calls: Vec<_> = (0..50)
         .map(|_| {
@@ -368,7 +359,6 @@ async fn configured(id: u64, verbose: bool) -> Result<u64, AppError> {
 
 #[test]
 fn every_option_reaches_the_policy() {
-    tokio_clock();
     let cache = CONFIGURED.cache();
     let policy = cache.policy();
     assert_eq!(policy.name().as_ref(), "user-profile");
@@ -401,7 +391,6 @@ async fn mapped(key: u32) -> Result<u32, Opaque> {
 
 #[tokio::test(start_paused = true)]
 async fn map_error_turns_framework_failures_into_the_functions_error() {
-    tokio_clock();
     let got = mapped(1).await.unwrap_err();
     assert!(got.0.contains("deadline of 20ms"), "{got:?}");
 }
@@ -431,7 +420,6 @@ async fn greeting(name: &str) -> String {
 
 #[tokio::test]
 async fn keys_from_expressions_and_borrowed_strings() {
-    tokio_clock();
     assert_eq!(session(4).await, Session { user: 4 });
     assert_eq!(by_expression(TenantId("acme".into()), 2).await, "acme/2");
     by_expression(TenantId("acme".into()), 2).await;
@@ -459,7 +447,6 @@ async fn report(id: u64) -> Result<u64, AppError> {
 
 #[tokio::test]
 async fn nineteen_callers_dropped_the_last_gets_the_value_from_one_call() {
-    tokio_clock();
     let calls: Vec<_> = (0..20).map(|_| tokio::spawn(report(21))).collect();
     tokio::task::yield_now().await;
     let mut calls = calls.into_iter();
@@ -481,7 +468,6 @@ async fn boom(id: u64) -> u64 {
 
 #[tokio::test]
 async fn a_panicking_plain_origin_panics_its_callers_and_the_next_call_succeeds() {
-    tokio_clock();
     let first = tokio::spawn(boom(9)).await;
     assert!(first.unwrap_err().is_panic());
     assert_eq!(BOOM.stats().in_flight, 0);

@@ -1,7 +1,7 @@
 //! The redis and tiered backends on a local three-master Redis Cluster that the test
 //! starts for itself (skipped, loudly, without `redis-server`; `STAMPEDE_REQUIRE_REDIS=1`
 //! makes that a failure). Each `Runtime` is one replica.
-mod common;
+use crate::common;
 
 use common::{bounded, patient_replica, AppError};
 use stampede::{Backend, Cache, Policy, Runtime};

@@ -1,6 +1,6 @@
 //! One origin call per key at a time: a hot key under hundreds of callers, a failing or
 //! panicking leader (the next call retries), partial cancellation and takeover.
-mod common;
+use crate::common;
 
 use common::{bounded, callers_at_once, paused, AppError, Mode, Origin};
 use stampede::{Cache, Error, Policy};

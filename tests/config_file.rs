@@ -1,7 +1,7 @@
 //! The TOML file: every bad file is refused with its path, the key and the line; a good
 //! one's overrides change the cache of that name. Runtimes here are explicit, so nothing
 //! in this binary touches the process's runtime.
-mod common;
+use crate::common;
 
 use common::{bounded, AppError, ConfigFile, Origin};
 use stampede::{Cache, Clock, Policy, Runtime};

@@ -1,7 +1,7 @@
 //! A cache in an environment where Tokio cannot keep a deadline (no runtime at all, or a
 //! runtime built without its time driver) keeps no deadline there, as documented, and
 //! never panics.
-mod common;
+use crate::common;
 
 use common::{AppError, DEADLINE};
 use stampede::{cached, Cache, Policy, Runtime};

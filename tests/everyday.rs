@@ -1,9 +1,9 @@
 //! The shapes people write every day: a borrowed pool cloned for the origin, a method
 //! whose `self` is cloned, plain `fn`s called from threads, `Option` returns. Time windows
 //! run on Tokio's paused clock; every wait is bounded.
-mod common;
+use crate::common;
 
-use common::{bounded, eventually, tokio_clock};
+use common::{bounded, eventually};
 use serde::{Deserialize, Serialize};
 use stampede::{cached, LeaderMode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,7 +83,6 @@ pub async fn load_profile(tenant: TenantId, id: u64, db: &PgPool) -> Result<Prof
 
 #[tokio::test(start_paused = true)]
 async fn the_quickstart_shape_answers_a_stale_window_caller_without_waiting_for_the_origin() {
-    tokio_clock();
     let db = PgPool::default();
     let acme = || TenantId("acme".into());
     assert_eq!(LOAD_PROFILE.leader_mode(), LeaderMode::Detached);
@@ -126,7 +125,6 @@ impl Directory {
 
 #[tokio::test(start_paused = true)]
 async fn a_method_with_a_cloned_self_refreshes_in_the_background() {
-    tokio_clock();
     let directory = Directory::default();
     assert_eq!(Directory::PROFILE.leader_mode(), LeaderMode::Detached);
     assert_eq!(bounded(directory.profile(3)).await.unwrap().loaded, 1);
@@ -162,7 +160,6 @@ impl Store for CountingStore {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_method_of_a_trait_impl_is_cached_and_coalesced() {
-    tokio_clock();
     let store = Arc::new(CountingStore::default());
     let calls: Vec<_> = (0..50)
         .map(|_| {
@@ -188,7 +185,6 @@ async fn find_user(id: u64) -> Option<String> {
 
 #[tokio::test(start_paused = true)]
 async fn with_cache_none_false_a_none_is_answered_but_not_stored() {
-    tokio_clock();
     assert_eq!(bounded(find_user(0)).await, None);
     assert_eq!(bounded(find_user(0)).await, None);
     assert_eq!(
@@ -211,7 +207,6 @@ async fn find_user_by_default(id: u64) -> Result<Option<String>, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn by_default_a_none_is_cached_like_any_value() {
-    tokio_clock();
     assert_eq!(bounded(find_user_by_default(0)).await, Ok(None));
     assert_eq!(bounded(find_user_by_default(0)).await, Ok(None));
     assert_eq!(DEFAULT_LOOKUPS.load(Ordering::SeqCst), 1);
@@ -238,7 +233,6 @@ fn parse_config(id: u64) -> Result<String, AppError> {
 
 #[test]
 fn a_plain_fn_called_by_threads_at_once_runs_its_origin_once() {
-    tokio_clock();
     let start = std::sync::Barrier::new(THREADS as usize);
     std::thread::scope(|scope| {
         for _ in 0..THREADS {
@@ -266,7 +260,6 @@ fn square(n: u64) -> u64 {
 
 #[tokio::test(start_paused = true)]
 async fn a_plain_fn_serves_its_stale_window_and_refreshes_in_the_caller() {
-    tokio_clock();
     assert_eq!(square(4), 16);
     tokio::time::sleep(Duration::from_secs(2)).await; // stale now
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Invalidation fences every load that started before it, coalesced or not, a miss or a
 //! refresh; a load that awaits its own key fails instead of hanging; the counters match
 //! what happened.
-mod common;
+use crate::common;
 
 use common::{bounded, loads_finished, paused, AppError};
 use stampede::{Cache, Policy};
@@ -49,7 +49,11 @@ impl Gated {
     }
 
     /// A detached load of `key` through this origin.
-    fn load(&self, cache: &Fenced, key: u32) -> impl Future<Output = Result<usize, AppError>> {
+    fn load(
+        &self,
+        cache: &Fenced,
+        key: u32,
+    ) -> impl Future<Output = Result<usize, AppError>> + use<> {
         let (cache, origin) = (cache.clone(), self.clone());
         async move {
             cache

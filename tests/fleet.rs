@@ -2,7 +2,7 @@
 //! own) against one real `redis-server` that each test starts for itself (skipped, loudly,
 //! without one; `STAMPEDE_REQUIRE_REDIS=1` makes that a failure). One origin call per key
 //! per expiry for the whole fleet, whatever happens to the replica that loads.
-mod common;
+use crate::common;
 
 use common::{bounded, eventually, AppError, DEADLINE};
 use stampede::{Backend, Cache, Policy, Runtime};

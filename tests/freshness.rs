@@ -1,7 +1,7 @@
 //! Fresh, stale and expired values; deadlines; fail-safe; XFetch; jitter: an origin
 //! slower than every deadline, and nothing served past the stale window. Time is Tokio's
 //! paused clock, so every duration here is exact.
-mod common;
+use crate::common;
 
 use common::{bounded, loads_finished, paused, AppError, Origin};
 use stampede::{Cache, Error, Policy};
@@ -16,7 +16,7 @@ fn call(
     cache: &Shared,
     origin: &Origin,
     latency: Duration,
-) -> impl std::future::Future<Output = Result<usize, AppError>> {
+) -> impl std::future::Future<Output = Result<usize, AppError>> + use<> {
     let (cache, origin) = (cache.clone(), origin.clone());
     async move {
         cache

@@ -4,7 +4,7 @@
 //! and read what it reports. The `child_*` tests are ignored in a normal run, and share
 //! the process's runtime if run together (`--include-ignored`): run them through their
 //! parents.
-mod common;
+use crate::common;
 
 use common::{run_child, AppError, ConfigFile, Origin, REPORT};
 use stampede::{Cache, CacheBuilder, Error, Overrides, Policy, Runtime};
@@ -63,19 +63,27 @@ fn child_calls_user_profile_three_times() {
 #[test]
 fn an_unchanged_binary_follows_the_file_stampede_config_names() {
     assert_eq!(
-        run_child("child_calls_user_profile_three_times", &[]),
+        run_child(module_path!(), "child_calls_user_profile_three_times", &[]),
         ["origin_calls=1", "fresh=60s"],
         "nothing set: the compiled settings on the memory backend"
     );
     let short = ConfigFile::new("short", "[functions.\"user-profile\"]\nfresh = \"300ms\"\n");
     assert_eq!(
-        run_child("child_calls_user_profile_three_times", &[config(&short)]),
+        run_child(
+            module_path!(),
+            "child_calls_user_profile_three_times",
+            &[config(&short)]
+        ),
         ["origin_calls=2", "fresh=300ms"],
         "fresh for 300 ms: expired during the 600 ms pause, then fresh again"
     );
     let off = ConfigFile::new("off", "[functions.\"user-profile\"]\nenabled = false\n");
     assert_eq!(
-        run_child("child_calls_user_profile_three_times", &[config(&off)]),
+        run_child(
+            module_path!(),
+            "child_calls_user_profile_three_times",
+            &[config(&off)]
+        ),
         ["origin_calls=3", "fresh=60s"],
         "caching off: every call reaches the origin"
     );
@@ -85,6 +93,7 @@ fn an_unchanged_binary_follows_the_file_stampede_config_names() {
 fn stampede_variables_override_the_file() {
     let short = ConfigFile::new("env", "[functions.\"user-profile\"]\nfresh = \"300ms\"\n");
     let reports = run_child(
+        module_path!(),
         "child_calls_user_profile_three_times",
         &[
             config(&short),
@@ -123,7 +132,11 @@ fn a_bad_file_named_by_stampede_config_fails_calls_with_its_location() {
         "bad",
         "[admission.db]\nlimit = 4\n[functions.\"user-profile\"]\nfersh = \"30s\"\n",
     );
-    let reports = run_child("child_reports_its_configuration_error", &[config(&bad)]);
+    let reports = run_child(
+        module_path!(),
+        "child_reports_its_configuration_error",
+        &[config(&bad)],
+    );
     let expected = format!(
         "global={}:4:1: `functions.user-profile.fersh`: unknown field `fersh`",
         bad.0.display()
@@ -135,6 +148,7 @@ fn a_bad_file_named_by_stampede_config_fails_calls_with_its_location() {
 #[test]
 fn a_bad_variable_fails_calls_naming_it() {
     let reports = run_child(
+        module_path!(),
         "child_reports_its_configuration_error",
         &[("STAMPEDE_ADMISSION_DB_LIMIT", "none".into())],
     );
@@ -147,6 +161,7 @@ fn a_bad_variable_fails_calls_naming_it() {
 #[test]
 fn a_redis_url_without_a_shared_backend_kind_is_refused_not_ignored() {
     let reports = run_child(
+        module_path!(),
         "child_reports_its_configuration_error",
         &[
             ("STAMPEDE_REDIS_URL", "redis://127.0.0.1:6379".into()),
@@ -186,7 +201,7 @@ fn child_installs_then_builds() {
 #[test]
 fn an_installed_runtime_serves_later_caches_and_cannot_be_replaced() {
     assert_eq!(
-        run_child("child_installs_then_builds", &[]),
+        run_child(module_path!(), "child_installs_then_builds", &[]),
         [
             "fresh=5s",
             "global_db=Some((2, 100ms))",
@@ -212,7 +227,7 @@ fn child_builds_then_installs() {
 
 #[test]
 fn installing_after_first_use_is_an_error() {
-    let reports = run_child("child_builds_then_installs", &[]);
+    let reports = run_child(module_path!(), "child_builds_then_installs", &[]);
     assert!(
         reports[0].starts_with(
             "late=stampede runtime: a cache was built before this install and took its settings from the environment"

@@ -2,9 +2,9 @@
 //! `for`, not one per burst; other errors are never kept; an invalidation, during the load
 //! or after it, keeps a stale "not found" from being served. Time runs on Tokio's paused
 //! clock; every wait is bounded.
-mod common;
+use crate::common;
 
-use common::{bounded, tokio_clock};
+use common::bounded;
 use futures_util::future::join_all;
 use stampede::cached;
 use std::fmt;
@@ -69,7 +69,6 @@ fn queries() -> usize {
 /// One test, because the function's counters are shared by every call of the binary.
 #[tokio::test(start_paused = true)]
 async fn a_hot_missing_id_costs_one_origin_call_per_ttl_not_per_burst() {
-    tokio_clock();
     let burst = || bounded(join_all((0..50).map(|_| find_user(404))));
 
     for answer in burst().await {
@@ -128,7 +127,6 @@ async fn find_gated(id: u64) -> Result<String, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn an_invalidation_during_the_failing_load_keeps_its_error_out() {
-    tokio_clock();
     let load = tokio::spawn(find_gated(7));
     bounded(async {
         while GATED_QUERIES.load(Ordering::SeqCst) == 0 {
@@ -155,7 +153,6 @@ async fn an_invalidation_during_the_failing_load_keeps_its_error_out() {
 
 #[tokio::test(start_paused = true)]
 async fn the_engine_keeps_errors_its_policy_chooses() {
-    tokio_clock();
     let policy = stampede::Policy::builder("negative-engine")
         .fresh(Duration::from_secs(60))
         .cache_errors(Duration::from_secs(5), |error: &String| {

@@ -1,6 +1,6 @@
 //! What the cache tells operators: one tracing span per origin load (cache, outcome,
 //! duration), waiters as events, and the admission counters in `stats()`.
-mod common;
+use crate::common;
 
 use common::{bounded, AppError, Origin};
 use stampede::{Cache, Clock, Policy, Runtime};

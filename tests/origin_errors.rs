@@ -2,7 +2,7 @@
 //! `io::Error`) work as they are: the caller whose call ran the origin gets the original
 //! when nobody else shares it; every other caller of the load gets the shared form, which
 //! prints as the original and gives it back. Every wait is bounded.
-mod common;
+use crate::common;
 
 use common::bounded;
 use futures_util::future::join_all;

@@ -1,7 +1,7 @@
 //! The redis and tiered backends against a real `redis-server` that each test starts for
 //! itself (skipped, loudly, without one; `STAMPEDE_REQUIRE_REDIS=1` makes that a failure).
 //! Each `Runtime` is one replica: its own connections, memory and flights.
-mod common;
+use crate::common;
 
 use common::{bounded, eventually, run_child, AppError, ConfigFile, DEADLINE, REPORT};
 use serde::{Deserialize, Serialize};
@@ -182,8 +182,12 @@ async fn a_tiered_invalidation_reaches_another_nodes_memory() {
     let (first, second) = (cache(&one, "tiered"), cache(&other, "tiered"));
     subscribed(&other, &second).await;
     let before = second.stats();
+    let heard = other.backend_stats().unwrap().notices_received;
     let origin = Counted::default();
     assert_eq!(origin.load(&first, 3, "three").await, Ok("three".into()));
+    // The first node's publish notice, heard before the read: heard after it, it would
+    // demote the copy that read made, and the next call would read Redis again.
+    eventually(|| other.backend_stats().unwrap().notices_received > heard).await;
     assert_eq!(origin.load(&second, 3, "x").await, Ok("three".into()));
     assert_eq!(origin.load(&second, 3, "x").await, Ok("three".into()));
     let after = second.stats();
@@ -548,13 +552,13 @@ fn a_config_file_alone_moves_an_unchanged_cached_function_to_redis() {
     );
     let env = [("STAMPEDE_CONFIG", file.0.clone().into_os_string())];
     assert_eq!(
-        run_child("child_calls_a_cached_function", &env),
+        run_child(module_path!(), "child_calls_a_cached_function", &env),
         ["name=user 42", "origin_calls=1"]
     );
     let key = value_key(&redis, "user_profile");
     assert!(key.contains(":v0:42}"), "{key}");
     assert_eq!(
-        run_child("child_calls_a_cached_function", &env),
+        run_child(module_path!(), "child_calls_a_cached_function", &env),
         ["name=user 42", "origin_calls=0"],
         "a second process is served the first one's value"
     );

@@ -1,6 +1,6 @@
 //! A detached load runs as its own task but inside the caller's span: `origin_load` is a
 //! child of the span current at the call, and the origin's own events see the request.
-mod common;
+use crate::common;
 
 use common::{bounded, AppError};
 use stampede::{Cache, Policy};

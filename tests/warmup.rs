@@ -1,6 +1,6 @@
 //! Warmup: keys preloaded through a cache's origin and admission limit, failures reported
 //! rather than fatal, and a cached function's cache reached through its handle.
-mod common;
+use crate::common;
 
 use common::{bounded, AppError, Origin};
 use stampede::{cached, warmup, Cache, Clock, Policy, Runtime};

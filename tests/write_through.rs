@@ -2,7 +2,7 @@
 //! `stampede::refresh` for one call, and a write-through `insert` on the handle and on
 //! `Cache`, fenced against older loads (in memory, and across replicas on Redis). Every
 //! wait is bounded.
-mod common;
+use crate::common;
 
 use common::{bounded, eventually, AppError};
 use stampede::{cached, Backend, Cache, Policy, Runtime};

@@ -222,13 +222,17 @@ pub const PATIENT_REDIS: Duration = Duration::from_secs(2);
 /// What a child test prints before each line the parent reads back (see [`run_child`]).
 pub const REPORT: &str = "@report ";
 
-/// Runs the ignored test `child` in a new process of this binary with `env` (and no other
-/// `STAMPEDE_*` variable), within the deadline, and returns its `report` lines.
-pub fn run_child(child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String> {
+/// Runs the ignored test `child` of the module `module` (its `module_path!()`) in a new
+/// process of this binary with `env` (and no other `STAMPEDE_*` variable), within the
+/// deadline, and returns its `report` lines.
+pub fn run_child(module: &str, child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String> {
+    // libtest names a test by its path without the crate's name.
+    let module = module.split_once("::").map_or("", |(_crate, path)| path);
+    let test = format!("{module}::{child}");
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
         .args([
-            child,
+            test.as_str(),
             "--exact",
             "--ignored",
             "--nocapture",
@@ -241,6 +245,7 @@ pub fn run_child(child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String>
             command.env_remove(key);
         }
     }
+    command.env(crate::CHILD, "1");
     command.envs(env.iter().map(|(k, v)| (k, v)));
     let mut process = command.spawn().unwrap();
     let deadline = std::time::Instant::now() + DEADLINE;
@@ -265,16 +270,4 @@ pub fn run_child(child: &str, env: &[(&str, std::ffi::OsString)]) -> Vec<String>
         .collect();
     assert!(!reports.is_empty(), "{child} did not run:\n{stdout}");
     reports
-}
-
-/// Installs the process's runtime with Tokio's clock, once per test binary. A cached
-/// function's cache is built on its first call, so every test calls this first.
-pub fn tokio_clock() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        stampede::Runtime::builder()
-            .clock(stampede::Clock::tokio())
-            .install()
-            .expect("the first install in this binary");
-    });
 }

@@ -246,14 +246,14 @@ pub(super) fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64
             );
             continue;
         }
-        if let RawValue::Expr(Expr::Unary(negative)) = &option.value {
-            if matches!(negative.op, syn::UnOp::Neg(_)) {
-                cx.error(
+        if let RawValue::Expr(Expr::Unary(negative)) = &option.value
+            && matches!(negative.op, syn::UnOp::Neg(_))
+        {
+            cx.error(
                     negative,
                     "`beta` must be above zero (1.0 is the usual choice, larger refreshes earlier): it scales how far ahead of expiry a hot key may be refreshed, and a negative β would put that after expiry, so no refresh would ever be early",
                 );
-                continue;
-            }
+            continue;
         }
         match literal(&option.value).and_then(number) {
             Some((b, span)) => match settings::xfetch_beta("`beta`", b) {

@@ -82,10 +82,10 @@ impl Uses {
                     ..
                 }) if text.is_none() => text = Some(literal.value()),
                 Expr::Assign(named) => {
-                    if let Expr::Path(name) = &*named.left {
-                        if let Some(name) = name.path.get_ident() {
-                            supplied.insert(name.to_string());
-                        }
+                    if let Expr::Path(name) = &*named.left
+                        && let Some(name) = name.path.get_ident()
+                    {
+                        supplied.insert(name.to_string());
                     }
                     self.visit_expr(&named.right);
                 }

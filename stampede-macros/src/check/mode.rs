@@ -96,10 +96,10 @@ impl<'ast> Visit<'ast> for Borrows<'_> {
     }
 
     fn visit_type_path(&mut self, path: &'ast syn::TypePath) {
-        if let Some(ident) = path.path.get_ident() {
-            if self.generics.contains(&ident.to_string()) {
-                self.generic = true;
-            }
+        if let Some(ident) = path.path.get_ident()
+            && self.generics.contains(&ident.to_string())
+        {
+            self.generic = true;
         }
         syn::visit::visit_type_path(self, path);
     }

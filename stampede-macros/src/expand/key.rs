@@ -94,12 +94,11 @@ pub(super) fn outer_signature(sig: &Signature, plan: &Plan) -> Signature {
         .map(|p| p.ident().to_string())
         .collect();
     for input in sig.inputs.iter_mut() {
-        if let syn::FnArg::Typed(typed) = input {
-            if let syn::Pat::Ident(pat) = &mut *typed.pat {
-                if moved.contains(&pat.ident.to_string()) {
-                    pat.mutability = None;
-                }
-            }
+        if let syn::FnArg::Typed(typed) = input
+            && let syn::Pat::Ident(pat) = &mut *typed.pat
+            && moved.contains(&pat.ident.to_string())
+        {
+            pat.mutability = None;
         }
     }
     sig
@@ -127,6 +126,10 @@ pub(super) fn key_builder(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, To
     {
         return none;
     }
+    if keyed.is_empty() {
+        // The unit key, spelled so that clippy's `unused_unit` has nothing to say in user code.
+        return (quote!(fn()), quote!((|| {}) as fn()));
+    }
     let names: Vec<_> = keyed.iter().map(|param| param.ident()).collect();
     let types: Vec<_> = keyed.iter().map(|param| &param.ty).collect();
     let key = one_or_tuple(keyed.iter().map(|param| owned_value(param)));
@@ -145,10 +148,11 @@ fn nameable_outside(tokens: TokenStream) -> bool {
     while let Some(token) = tokens.next() {
         match token {
             TokenTree::Punct(p) if p.as_char() == '\'' => {
-                if let Some(TokenTree::Ident(name)) = tokens.peek() {
-                    if name != "static" && name != "_" {
-                        return false;
-                    }
+                if let Some(TokenTree::Ident(name)) = tokens.peek()
+                    && name != "static"
+                    && name != "_"
+                {
+                    return false;
                 }
             }
             TokenTree::Ident(ident) if ident == "impl" || ident == "Self" => return false,

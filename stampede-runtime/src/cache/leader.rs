@@ -196,7 +196,7 @@ where
 
 /// An origin that receives the key, as one that does not: the key is cloned here, on a
 /// miss or refresh, never on a hit.
-pub(super) fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut
+pub(super) fn bind<K: Clone, F, Fut>(origin: F, key: &K) -> impl FnOnce() -> Fut + use<K, F, Fut>
 where
     F: FnOnce(&K) -> Fut,
 {

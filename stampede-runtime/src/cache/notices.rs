@@ -74,12 +74,11 @@ pub(super) async fn listen<K, V, E>(
                 if let Some(key) = tier.outdated_by(&notice) {
                     inner.flights.invalidate(&key);
                 }
-                if let Some(key) = tier.noticed(&notice) {
-                    if !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
-                    {
-                        inner.store.invalidate(&key);
-                        inner.forget_error(&key);
-                    }
+                if let Some(key) = tier.noticed(&notice)
+                    && !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
+                {
+                    inner.store.invalidate(&key);
+                    inner.forget_error(&key);
                 }
             }
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)

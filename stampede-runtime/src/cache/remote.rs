@@ -125,11 +125,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // Past its freshness, any fresh value in the store is newer: another replica
         // refreshed it already. (Before it, an XFetch refresh cannot tell its own value
         // there from a newer one, and refreshes.)
-        if !early {
-            if let Some(newer) = self.fresh_in(&mut found) {
-                let answer = self.take_remote(key, leader.take(), found.as_ref(), newer);
-                return Ahead::Answered(answer);
-            }
+        if !early && let Some(newer) = self.fresh_in(&mut found) {
+            let answer = self.take_remote(key, leader.take(), found.as_ref(), newer);
+            return Ahead::Answered(answer);
         }
         // A value found in the store answers the miss if its refresh fails.
         let stand_in = from_store.then_some(current);

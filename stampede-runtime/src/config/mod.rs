@@ -296,13 +296,13 @@ impl Layers {
             overrides
                 .check()
                 .map_err(|(key, why)| entry.refuse(key, why))?;
-            if let Some(admission) = overrides.admission.as_deref() {
-                if !admissions.contains_key(admission) {
-                    return Err(entry.refuse(
+            if let Some(admission) = overrides.admission.as_deref()
+                && !admissions.contains_key(admission)
+            {
+                return Err(entry.refuse(
                         "admission",
                         format!("admission `{admission}` is not defined (add an `[admission.{}]` table with a `limit`)", toml_key(admission)),
                     ));
-                }
             }
         }
         Ok(Config {

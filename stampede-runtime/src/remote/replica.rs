@@ -156,10 +156,10 @@ impl Remote {
             self.settle_owed_for(key).await?;
         }
         let read = self.store.read(key, lease).await;
-        if let (Err(error), Some(request)) = (&read, lease) {
-            if error.may_have_run() {
-                self.release(key.clone(), request.token, true);
-            }
+        if let (Err(error), Some(request)) = (&read, lease)
+            && error.may_have_run()
+        {
+            self.release(key.clone(), request.token, true);
         }
         read
     }

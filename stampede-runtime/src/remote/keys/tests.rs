@@ -148,12 +148,11 @@ fn the_slot_function_matches_redis_cluster() {
 
 /// The text Redis Cluster hashes: between the first `{` and the next `}` if not empty.
 fn hash_tag(key: &str) -> &str {
-    if let Some(open) = key.find('{') {
-        if let Some(len) = key[open + 1..].find('}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
+    if let Some(open) = key.find('{')
+        && let Some(len) = key[open + 1..].find('}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
     }
     key
 }

@@ -52,10 +52,8 @@ impl Client {
                 ..
             })
         );
-        if !takes_lease_anyway {
-            if let Some(read) = self.read_fresh(key).await? {
-                return Ok(read);
-            }
+        if !takes_lease_anyway && let Some(read) = self.read_fresh(key).await? {
+            return Ok(read);
         }
         let ms = |duration: Option<Duration>| duration.map_or(-1, |d| millis(d) as i64);
         let (mode, ttl, token, quiet_after, held_after, recompute) = match lease {

@@ -27,10 +27,10 @@ pub(super) async fn receive_pushes(
         };
         match push.kind {
             PushKind::Message => {
-                if let Some(payload) = push.data.into_iter().nth(1) {
-                    if let Ok(payload) = redis::from_redis_value::<Vec<u8>>(payload) {
-                        client.hub.deliver(&payload);
-                    }
+                if let Some(payload) = push.data.into_iter().nth(1)
+                    && let Ok(payload) = redis::from_redis_value::<Vec<u8>>(payload)
+                {
+                    client.hub.deliver(&payload);
                 }
             }
             PushKind::Subscribe => client.hub.set_subscribed(true),

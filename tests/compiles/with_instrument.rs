@@ -1,4 +1,4 @@
-// `#[cached]` composes with `#[tracing::instrument]` in either order.
+//! `#[cached]` composes with `#[tracing::instrument]` in either order.
 use stampede::cached;
 
 #[tracing::instrument]
@@ -13,8 +13,8 @@ async fn inside(id: u64, label: &str) -> u64 {
     id + label.len() as u64
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+#[tokio::test(flavor = "current_thread")]
+async fn composes_with_instrument_in_either_order() {
     assert_eq!(outside(1).await, 1);
     assert_eq!(inside(1, "ab").await, 3);
     assert_eq!(inside(1, "ab").await, 3);

@@ -1,4 +1,5 @@
-// Every option of the attribute, on functions that return `Result`.
+//! Every option of the attribute, on functions that return `Result`.
+use crate::common::AppError;
 use serde::{Deserialize, Serialize};
 use stampede::cached;
 
@@ -8,17 +9,6 @@ struct TenantId(u32);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Profile {
     id: u64,
-}
-
-#[derive(Debug, Clone)]
-enum AppError {
-    Cache(stampede::Error),
-}
-
-impl From<stampede::Error> for AppError {
-    fn from(error: stampede::Error) -> Self {
-        AppError::Cache(error)
-    }
 }
 
 struct Db;
@@ -35,7 +25,7 @@ struct Db;
     timeout = "2s",
     admission = "db",
     lease = "5s",
-    name = "user-profile",
+    name = "every-option-profile",
     version = 1,
     capacity = 10_000,
 )]
@@ -90,13 +80,8 @@ async fn through_an_alias(id: u64) -> AppResult<u64> {
     Ok(id)
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    // `admission = "db"` names a semaphore the runtime defines.
-    stampede::Runtime::builder()
-        .admission("db", 8, std::time::Duration::from_secs(1))
-        .install()
-        .unwrap();
+#[tokio::test(flavor = "current_thread")]
+async fn every_option_compiles_and_runs() {
     let profile = load_profile(TenantId(1), 2, &Db).await.unwrap();
     assert_eq!(profile, Profile { id: 2 });
     assert_eq!(uncoalesced(3).await.unwrap(), 3);

@@ -1,5 +1,5 @@
-// Arguments used through a format string, inside a macro, and past a closure parameter
-// that does not shadow them; and the leader mode chosen explicitly.
+//! Arguments used through a format string, inside a macro, and past a closure parameter
+//! that does not shadow them; and the leader mode chosen explicitly.
 use stampede::cached;
 
 #[cached(fresh = "60s", key = format!("{tenant}:{}", id), key_type = String)]
@@ -27,13 +27,16 @@ async fn detached_by_choice(id: u64) -> u64 {
     id
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+#[tokio::test(flavor = "current_thread")]
+async fn key_accounting_and_modes_compile_and_run() {
     assert_eq!(by_format("ab".to_owned(), 1).await, 3);
     assert_eq!(by_named_format("eu".to_owned(), 1).await, 3);
     assert_eq!(through_a_closure(4).await, 4);
     assert_eq!(inline_by_choice(5).await, 5);
     assert_eq!(detached_by_choice(6).await, 6);
     assert_eq!(INLINE_BY_CHOICE.leader_mode(), stampede::LeaderMode::Inline);
-    assert_eq!(DETACHED_BY_CHOICE.leader_mode(), stampede::LeaderMode::Detached);
+    assert_eq!(
+        DETACHED_BY_CHOICE.leader_mode(),
+        stampede::LeaderMode::Detached
+    );
 }

@@ -1,5 +1,5 @@
-// Free functions of any visibility, associated functions, `&self` methods, generics,
-// borrowed arguments, `mut` arguments, doc comments and other attributes.
+//! Free functions of any visibility, associated functions, `&self` methods, generics,
+//! borrowed arguments, `mut` arguments, doc comments and other attributes.
 use stampede::{cached, LeaderMode};
 
 pub mod users {
@@ -65,8 +65,8 @@ async fn keyed_by_expression(id: u64) -> u64 {
     id
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+#[tokio::test(flavor = "current_thread")]
+async fn every_placement_compiles_and_runs() {
     assert_eq!(users::name(1).await, "user-1");
     assert_eq!(users::crate_visible(2).await, 2);
     let repository = Repository { prefix: "r".into() };
