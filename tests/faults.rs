@@ -650,7 +650,9 @@ async fn a_lease_whose_grant_reply_is_lost_is_taken_over_and_then_released() {
     assert_eq!(second.stats().lease_takeovers, 1, "{:?}", second.stats());
     redis.heal();
 
-    // A lost grant with nobody taking it over is released once Redis answers again.
+    // A lost grant with nobody taking it over is released by its token, not left to lapse
+    // with its TTL: by the release sent when the read went unanswered (Redis runs it; its
+    // reply is held too) or by the replay of that release once Redis answers again.
     redis.hold_replies();
     let cold = tokio::spawn({
         let (first, source) = (first.clone(), source.clone());
@@ -675,8 +677,8 @@ async fn a_lease_whose_grant_reply_is_lost_is_taken_over_and_then_released() {
         healed.elapsed() < Duration::from_secs(2),
         "the orphaned lease lapsed with its TTL instead of being released"
     );
-    let stats = lost.backend_stats().unwrap();
-    assert!(stats.orphaned_leases_released >= 1, "{stats:?}");
+    // `orphaned_leases_released` counts only releases Redis confirmed: one whose reply was
+    // held took effect unheard, and its replay finds no lease, so the count is not asserted.
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

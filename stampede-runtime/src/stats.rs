@@ -96,7 +96,9 @@ pub struct BackendStats {
     /// read it in time). They do not count against the circuit breaker.
     pub late_answers: u64,
     /// Leases released by their token after the reply that granted them was lost, so no
-    /// replica waited for a lease nobody would publish.
+    /// replica waited for a lease nobody would publish. Counts the releases Redis
+    /// confirmed: one whose own reply was lost too took effect unconfirmed, and is not
+    /// counted.
     pub orphaned_leases_released: u64,
     /// Stored bytes that did not decode (corrupt, another version or type): read as misses.
     pub decode_failures: u64,
