@@ -16,8 +16,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Another replica published a newer value of `key` (a refresh): this replica's copy
     /// is served as stale from now, if its stale window allows, so the next call reads the
     /// newer value in the background instead of every caller waiting for the read. `false`
-    /// when it cannot be: the copy is dropped instead.
-    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice) -> bool {
+    /// when it cannot be: the copy is dropped instead. `since`: the subscription epoch the
+    /// copy's load began under, which the demoted copy keeps.
+    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice, since: u64) -> bool {
         let now = self.clock.now();
         let Some(held) = self.store.get_arc(key) else {
             return false;
@@ -34,7 +35,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if demoted {
             // Heard from now on, from the notice's fence up.
             if let Some(entry) = tier.address(key) {
-                tier.copied(&entry, key, notice.fence, held.generation);
+                tier.copied(&entry, key, notice.fence, held.generation, since);
             }
         }
         demoted
@@ -74,24 +75,37 @@ pub(super) async fn listen<K, V, E>(
                 if let Some(key) = tier.outdated_by(&notice) {
                     inner.flights.invalidate(&key);
                 }
-                if let Some(key) = tier.noticed(&notice)
-                    && !(notice.kind == NoticeKind::Published && inner.demote(tier, &key, &notice))
+                if let Some((key, since)) = tier.noticed(&notice)
+                    && !(notice.kind == NoticeKind::Published
+                        && inner.demote(tier, &key, &notice, since))
                 {
                     inner.store.invalidate(&key);
                     inner.forget_error(&key);
                 }
             }
-            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed)
+            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed(_))
             | Err(RecvError::Lagged(_)) => {
                 // Back (or lagging): notices were missed meanwhile, so loads running now
                 // may have read before one. Fence first: none of them stores after the
                 // copies are gone. While the subscription is down, a load keeps no copy
                 // of what the store holds anyway, and one made without the store (Redis
-                // unreachable) is what degraded mode runs on: it stays.
+                // unreachable) is what degraded mode runs on: it stays. Back under a new
+                // epoch, what began under it heard every notice: this listener may hear
+                // of the epoch after such a copy was made, and keeps it.
+                let before = match event {
+                    Ok(StoreEvent::Subscribed(epoch)) => epoch,
+                    _ => u64::MAX,
+                };
                 if !lost {
-                    inner.flights.invalidate_all();
+                    if before == u64::MAX {
+                        inner.flights.invalidate_all();
+                    } else {
+                        for key in tier.loads_begun_before(before) {
+                            inner.flights.invalidate(&key);
+                        }
+                    }
                 }
-                for key in tier.forget_heard_copies() {
+                for key in tier.forget_heard_copies(before) {
                     inner.store.invalidate(&key);
                 }
                 if let Some(known) = &inner.known_errors {

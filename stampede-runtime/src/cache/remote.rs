@@ -375,7 +375,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // is down (at start-up, until it first subscribes, or after it dropped) an
         // invalidation elsewhere would go unheard, so the store's value is read again each
         // time, and one it cannot hold is kept only for the degraded bound.
-        let hears = tier.hears_notices();
+        let since = found.watching.since();
+        let hears = since != 0 && since == tier.hearing();
         let envelope = match standing {
             Standing::Stored if !tier.keeps_memory || !hears => return None,
             Standing::Own if !hears => self.degraded(envelope, tier),
@@ -383,7 +384,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
-        tier.copied(&found.key, key, fence, envelope.generation);
+        tier.copied(&found.key, key, fence, envelope.generation, since);
         Some(envelope)
     }
 

@@ -20,3 +20,113 @@ async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
         marks.entry_count()
     );
 }
+
+/// The word that the subscription came up reaches each tiered cache's listener on the
+/// store's thread, which other replicas of the process keep busy: it may come after the
+/// cache made copies and began loads under that subscription. Those heard every notice
+/// and stay; what began under an earlier subscription (or none) is dropped and detached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
+    use crate::remote::store::{Notice, NoticeKind, StoreEvent};
+    use tokio::sync::{broadcast, oneshot};
+    async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(10), f)
+            .await
+            .expect("a wait in this test overran its deadline")
+    }
+    let Some(redis) = testkit::RedisServer::start() else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .backend(crate::Backend::tiered(redis.url()))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("late-subscribed")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    cache.load(0, || async { Ok(0) }).await.unwrap();
+    within(async {
+        while !runtime
+            .backend_stats()
+            .is_some_and(|stats| stats.subscribed)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let tier = cache.inner.tier().unwrap().clone();
+    let epoch = tier.hearing();
+    assert!(epoch > 0, "hearing once subscribed");
+
+    // This cache's listener, fed by hand. A marker copy, made before an event is sent,
+    // gone once the notice sent after the event names it, tells when the event was
+    // handled: events are handled in order.
+    let (events, heard) = broadcast::channel(16);
+    crate::remote::background::spawn(notices::listen(Arc::downgrade(&cache.inner), heard));
+    let marker = |key: u64| {
+        let cache = cache.clone();
+        async move {
+            cache
+                .load(key, move || async move { Ok(key) })
+                .await
+                .unwrap();
+            assert_eq!(cache.peek(&key), Some(key), "a marker copy");
+        }
+    };
+    let handled = |key: u64| {
+        let notice = Notice {
+            kind: NoticeKind::Invalidated,
+            key: tier.address(&key).unwrap().value().to_owned(),
+            fence: u64::MAX >> 1,
+            own: false,
+        };
+        events.send(StoreEvent::Notice(notice)).unwrap();
+        let cache = cache.clone();
+        async move {
+            while cache.peek(&key).is_some() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    // A load begun under the subscription, running when word of it comes.
+    let held = |key: u64| {
+        let (release, released) = oneshot::channel::<()>();
+        let (started, has_started) = oneshot::channel::<()>();
+        let cache = cache.clone();
+        let load = tokio::spawn(async move {
+            cache
+                .load(key, move || async move {
+                    let _ = started.send(());
+                    let _ = released.await;
+                    Ok(key)
+                })
+                .await
+        });
+        (release, has_started, load)
+    };
+
+    cache.load(1, || async { Ok(1) }).await.unwrap();
+    let (release, started, load) = held(2);
+    within(started).await.unwrap();
+    marker(1000).await;
+    events.send(StoreEvent::Subscribed(epoch)).unwrap();
+    within(handled(1000)).await;
+    release.send(()).unwrap();
+    assert_eq!(within(load).await.unwrap(), Ok(2));
+    assert_eq!(cache.peek(&1), Some(1), "a copy made under the epoch stays");
+    assert_eq!(cache.peek(&2), Some(2), "a load begun under it stores");
+
+    // Word of a newer subscription: what began before it may have missed a notice.
+    let (release, started, load) = held(3);
+    within(started).await.unwrap();
+    marker(1001).await;
+    events.send(StoreEvent::Subscribed(epoch + 1)).unwrap();
+    within(handled(1001)).await;
+    release.send(()).unwrap();
+    assert_eq!(within(load).await.unwrap(), Ok(3), "its callers get it");
+    assert_eq!(cache.peek(&1), None, "a copy made before is dropped");
+    assert_eq!(cache.peek(&2), None);
+    assert_eq!(cache.peek(&3), None, "a load begun before is not stored");
+}

@@ -272,8 +272,10 @@ pub(crate) enum StoreEvent {
     /// The subscription dropped: notices may have been missed, memory copies are
     /// unconfirmed until [`StoreEvent::Subscribed`].
     SubscriptionLost,
-    /// Subscribed (again): notices flow.
-    Subscribed,
+    /// Subscribed (again): notices flow, under this epoch (see [`RemoteStore::hearing`]).
+    /// Copies and loads whose reads began under an earlier epoch may have missed a
+    /// notice; those that began under this one did not.
+    Subscribed(u64),
 }
 
 /// Why a [`RemoteStore::watch`] ended.
@@ -382,6 +384,13 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
 
     /// Whether the notice subscription is up, to wait for it to come up.
     fn subscription(&self) -> watch::Receiver<bool>;
+
+    /// The epoch of the subscription while notices flow, 0 while they do not. Each
+    /// subscription gets a higher epoch than the last, so a read that began under epoch
+    /// `e` has heard every notice since as long as the epoch is still `e`: unlike the
+    /// flag, this tells a copy made after the subscription came up from one made before
+    /// it, whichever order a listener hears of them.
+    fn hearing(&self) -> u64;
 
     /// Records an envelope the loader read but could not decode.
     fn count_decode_failure(&self);

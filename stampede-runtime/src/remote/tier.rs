@@ -13,9 +13,12 @@
 //!   caught the same way;
 //! - a node that lost its subscription may have missed notices: it drops every copy of
 //!   what the store holds, and again once subscribed, when it also detaches every running
-//!   load; until then (and from start-up until it first subscribes) it keeps no such copy
-//!   and reads the store again each time. Copies made while the store was unreachable
-//!   never relied on notices: the degraded bound limits them;
+//!   load that began before; until then (and from start-up until it first subscribes) it
+//!   keeps no such copy and reads the store again each time. Each subscription has an
+//!   epoch, recorded by every load when it begins and by every copy it makes: a copy or
+//!   load that began under the new subscription heard every notice and is kept, however
+//!   late this cache's listener hears that the subscription came up. Copies made while
+//!   the store was unreachable never relied on notices: the degraded bound limits them;
 //! - every copy memory holds is in the notices' bookkeeping: memory tells the tier of
 //!   each copy it lets go of, and the bookkeeping has no capacity of its own to evict by;
 //! - the redis backend keeps no copies, except of values loaded while the store could not
@@ -69,6 +72,8 @@ struct MemoryCopy<K> {
     fence: u64,
     /// The memory envelope's generation, to tell this copy from a newer one of the key.
     generation: u64,
+    /// The subscription epoch its load began under (0: none was up).
+    since: u64,
 }
 
 /// The running loads of one key, and the highest fence any of their reads returned.
@@ -76,12 +81,16 @@ struct Loads<K> {
     key: K,
     fence: u64,
     count: usize,
+    /// The earliest subscription epoch any of them began under (0: one began deaf).
+    since: u64,
 }
 
 /// One load's registration (see [`Tier::loading`]); dropped when the load ends.
 pub(crate) struct Loading<K, V> {
     tier: Arc<Tier<K, V>>,
     value_key: String,
+    /// The subscription epoch when it began (0: none was up).
+    since: u64,
 }
 
 impl<K, V> Tier<K, V>
@@ -122,12 +131,21 @@ where
     }
 
     /// Remembers a memory copy of `key` (of envelope `generation`) read or written under
-    /// `fence`, for the notices that will drop it.
-    pub(crate) fn copied(&self, entry: &EntryKey, key: &K, fence: u64, generation: u64) {
+    /// `fence` by a load that began under subscription epoch `since`, for the notices
+    /// that will drop it.
+    pub(crate) fn copied(
+        &self,
+        entry: &EntryKey,
+        key: &K,
+        fence: u64,
+        generation: u64,
+        since: u64,
+    ) {
         let copy = MemoryCopy {
             key: key.clone(),
             fence,
             generation,
+            since,
         };
         self.copies.insert(entry.value().to_owned(), copy);
     }
@@ -147,11 +165,12 @@ where
             });
     }
 
-    /// The key of the memory copy `notice` (from another replica) outdates, forgotten: a
-    /// publish or an invalidation under a fence above the copy's. The notice of the very
-    /// write a copy was read from, arriving after the read, leaves it: dropping its
-    /// bookkeeping there would leave the copy deaf to the invalidation that follows.
-    pub(crate) fn noticed(&self, notice: &Notice) -> Option<K> {
+    /// The key of the memory copy `notice` (from another replica) outdates, forgotten, and
+    /// the subscription epoch the copy's load began under: a publish or an invalidation
+    /// under a fence above the copy's. The notice of the very write a copy was read from,
+    /// arriving after the read, leaves it: dropping its bookkeeping there would leave the
+    /// copy deaf to the invalidation that follows.
+    pub(crate) fn noticed(&self, notice: &Notice) -> Option<(K, u64)> {
         self.held_elsewhere.invalidate(&notice.key);
         if notice.kind == NoticeKind::Released {
             return None;
@@ -160,7 +179,9 @@ where
         if notice.fence <= copy.fence {
             return None;
         }
-        self.copies.remove(&notice.key).map(|copy| copy.key)
+        self.copies
+            .remove(&notice.key)
+            .map(|copy| (copy.key, copy.since))
     }
 
     /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping
@@ -176,15 +197,16 @@ where
     }
 
     /// Forgets every memory copy that relies on notices (read from the store or written
-    /// to it, under a fence) and returns their keys, for memory to drop: notices may have
-    /// been missed. A copy made while the store could not be reached (fence 0) never
-    /// heard notices; the degraded bound already limits it, and it stays.
-    pub(crate) fn forget_heard_copies(&self) -> Vec<K> {
+    /// to it, under a fence) made by a load that began before subscription epoch
+    /// `before`, and returns their keys, for memory to drop: notices may have been
+    /// missed. A copy made while the store could not be reached (fence 0) never heard
+    /// notices; the degraded bound already limits it, and it stays.
+    pub(crate) fn forget_heard_copies(&self, before: u64) -> Vec<K> {
         self.held_elsewhere.invalidate_all();
         let heard: Vec<(std::sync::Arc<String>, K)> = self
             .copies
             .iter()
-            .filter(|(_, copy)| copy.fence > 0)
+            .filter(|(_, copy)| copy.fence > 0 && copy.since < before)
             .map(|(entry, copy)| (entry, copy.key))
             .collect();
         heard
@@ -204,18 +226,30 @@ where
     /// registration is dropped.
     pub(crate) fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
         let value_key = entry.value().to_owned();
-        self.loads()
-            .entry(value_key.clone())
-            .or_insert_with(|| Loads {
-                key: key.clone(),
-                fence: 0,
-                count: 0,
-            })
-            .count += 1;
+        let since = self.hearing();
+        let mut loads = self.loads();
+        let loads = loads.entry(value_key.clone()).or_insert_with(|| Loads {
+            key: key.clone(),
+            fence: 0,
+            count: 0,
+            since,
+        });
+        loads.count += 1;
+        loads.since = loads.since.min(since);
         Loading {
             tier: self.clone(),
             value_key,
+            since,
         }
+    }
+
+    /// The keys of the running loads any of which began before subscription epoch
+    /// `before`: they may have read before a notice this replica missed.
+    pub(crate) fn loads_begun_before(&self, before: u64) -> Vec<K> {
+        (self.loads().values())
+            .filter(|loads| loads.since < before)
+            .map(|loads| loads.key.clone())
+            .collect()
     }
 
     /// The key of a running load that `notice` (from another replica) makes older than
@@ -270,10 +304,10 @@ where
         self.remote.store().watch(entry)
     }
 
-    /// Whether notices flow now: a memory copy made while they do not would miss the
-    /// notice that drops it.
-    pub(crate) fn hears_notices(&self) -> bool {
-        *self.remote.store().subscription().borrow()
+    /// The subscription epoch while notices flow, 0 while they do not: a memory copy made
+    /// by a load that began under another epoch may have missed the notice that drops it.
+    pub(crate) fn hearing(&self) -> u64 {
+        self.remote.store().hearing()
     }
 
     /// Whether notices flow, to wait for them to.
@@ -407,6 +441,11 @@ where
 }
 
 impl<K, V> Loading<K, V> {
+    /// The subscription epoch this load began under (0: none was up).
+    pub(crate) fn since(&self) -> u64 {
+        self.since
+    }
+
     /// A read of this load returned `fence`: notices at or below it are not news to it.
     fn saw(&self, fence: u64) {
         let mut loads = self

@@ -42,6 +42,12 @@ pub(crate) struct NoticeHub {
     subscribed: watch::Sender<bool>,
     /// Serializes subscription changes: the push task and the heartbeat both report them.
     changing: Mutex<()>,
+    /// The last subscription's epoch; see [`RemoteStore::hearing`].
+    ///
+    /// [`RemoteStore::hearing`]: crate::remote::store::RemoteStore::hearing
+    epochs: AtomicU64,
+    /// The epoch while subscribed, 0 while not.
+    hearing: AtomicU64,
     received: AtomicU64,
 }
 
@@ -53,6 +59,8 @@ impl NoticeHub {
             events: broadcast::channel(EVENT_BACKLOG).0,
             subscribed: watch::channel(false).0,
             changing: Mutex::new(()),
+            epochs: AtomicU64::new(0),
+            hearing: AtomicU64::new(0),
             received: AtomicU64::new(0),
         }
     }
@@ -102,6 +110,10 @@ impl NoticeHub {
         *self.subscribed.borrow()
     }
 
+    pub(crate) fn hearing(&self) -> u64 {
+        self.hearing.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn received(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
     }
@@ -149,12 +161,16 @@ impl NoticeHub {
             return;
         }
         if subscribed {
-            let _ = self.events.send(StoreEvent::Subscribed);
+            // Listeners hear of the epoch before any read can begin under it.
+            let epoch = self.epochs.fetch_add(1, Ordering::SeqCst) + 1;
+            let _ = self.events.send(StoreEvent::Subscribed(epoch));
+            self.hearing.store(epoch, Ordering::SeqCst);
             self.subscribed.send_replace(true);
             return;
         }
         let waiters = {
             let mut registered = self.waiters();
+            self.hearing.store(0, Ordering::SeqCst);
             self.subscribed.send_replace(false);
             std::mem::take(&mut *registered)
         };

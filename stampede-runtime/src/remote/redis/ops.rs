@@ -364,6 +364,10 @@ impl RemoteStore for RedisStore {
         self.client.hub.subscription()
     }
 
+    fn hearing(&self) -> u64 {
+        self.client.hub.hearing()
+    }
+
     fn count_decode_failure(&self) {
         bump(&self.client.counters.decode_failures);
     }

@@ -41,15 +41,22 @@ fn waiters_that_gave_up_are_pruned() {
 #[test]
 fn a_lost_subscription_wakes_every_waiter_and_new_ones_at_once() {
     let hub = NoticeHub::new("n1".into());
+    assert_eq!(hub.hearing(), 0, "deaf until subscribed");
     hub.set_subscribed(true);
+    assert_eq!(hub.hearing(), 1);
     let mut events = hub.events();
     let mut waiter = hub.watch("k");
     hub.set_subscribed(false);
+    assert_eq!(hub.hearing(), 0);
     assert_eq!(waiter.try_recv().unwrap(), Wake::SubscriptionLost);
     assert_eq!(hub.watch("k").try_recv().unwrap(), Wake::SubscriptionLost);
     assert_eq!(events.try_recv().unwrap(), StoreEvent::SubscriptionLost);
     hub.set_subscribed(true);
-    assert_eq!(events.try_recv().unwrap(), StoreEvent::Subscribed);
+    assert_eq!(events.try_recv().unwrap(), StoreEvent::Subscribed(2));
+    assert_eq!(hub.hearing(), 2, "a new subscription, a higher epoch");
+    hub.set_subscribed(true);
+    assert!(events.try_recv().is_err(), "no change, no event");
+    assert_eq!(hub.hearing(), 2);
 }
 
 #[test]
