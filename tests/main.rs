@@ -67,6 +67,7 @@ mod fences;
 mod fleet;
 mod freshness;
 mod global_runtime;
+mod hot_keys;
 mod identity;
 mod negative_caching;
 mod observability;

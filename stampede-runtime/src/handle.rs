@@ -203,6 +203,11 @@ where
     pub fn stats(&self) -> Stats {
         self.cache().stats()
     }
+
+    /// The keys that cost the origin most (see [`Cache::hot_keys`]).
+    pub fn hot_keys(&self) -> Vec<crate::HotKey<K>> {
+        self.cache().hot_keys()
+    }
 }
 
 /// Builds a cached function's key from its keyed arguments, given as a tuple: what a

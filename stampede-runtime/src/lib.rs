@@ -27,6 +27,7 @@ mod error;
 mod failure;
 mod flight;
 mod handle;
+mod hot_keys;
 #[doc(hidden)]
 pub mod macro_support;
 mod memory;
@@ -47,6 +48,7 @@ pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
 pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
+pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{Runtime, RuntimeBuilder};

@@ -32,6 +32,7 @@ pub struct Policy {
     timeout: Option<Duration>,
     coalesce: bool,
     capacity: u64,
+    hot_keys: usize,
     admission: Option<Arc<str>>,
     lease: Option<Duration>,
     fleet_lease: bool,
@@ -64,6 +65,7 @@ impl Policy {
                 timeout: None,
                 coalesce: true,
                 capacity: 10_000,
+                hot_keys: crate::hot_keys::DEFAULT_HOT_KEYS,
                 admission: None,
                 lease: None,
                 fleet_lease: true,
@@ -115,6 +117,12 @@ impl Policy {
     /// Maximum number of entries held in memory.
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+    /// How many of its costliest keys the cache keeps count of ([`Cache::hot_keys`]).
+    ///
+    /// [`Cache::hot_keys`]: crate::Cache::hot_keys
+    pub fn hot_keys(&self) -> usize {
+        self.hot_keys
     }
     /// Name of the origin semaphore (configured by the runtime).
     pub fn admission(&self) -> Option<&Arc<str>> {
@@ -229,6 +237,16 @@ impl PolicyBuilder {
     /// Maximum number of in-memory entries (non-zero).
     pub fn capacity(mut self, capacity: u64) -> Self {
         self.policy.capacity = capacity;
+        self
+    }
+    /// How many of its costliest keys (most misses and origin calls) the cache keeps
+    /// count of, for [`Cache::hot_keys`] (default [`DEFAULT_HOT_KEYS`]; 0 keeps none and
+    /// costs a miss nothing).
+    ///
+    /// [`Cache::hot_keys`]: crate::Cache::hot_keys
+    /// [`DEFAULT_HOT_KEYS`]: crate::DEFAULT_HOT_KEYS
+    pub fn hot_keys(mut self, keys: usize) -> Self {
+        self.policy.hot_keys = keys;
         self
     }
     /// Stores only the loaded values `keep` accepts (default: every value), say

@@ -1,8 +1,8 @@
 //! Per-cache counters and their snapshot.
 //!
-//! Hits bump one relaxed counter on a cache line of its own; everything else here (admission waits, shedding, the age
-//! of stale values) is recorded on the miss and refresh paths only, so a fresh hit costs
-//! what it did before these existed.
+//! Hits bump one relaxed counter on a cache line of its own, whose previous value also
+//! draws one hit in 64 for the hot keys; everything else here (admission waits, shedding,
+//! the age of stale values) is recorded on the miss and refresh paths only.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -207,8 +207,18 @@ impl Counter {
 pub(crate) struct HitCounter(Counter);
 
 impl HitCounter {
-    pub(crate) fn bump(&self) {
-        self.0.bump();
+    /// Counts a hit; `true` for one in [`HIT_SAMPLE`], whose key the hot keys sample. The
+    /// count the add returns anyway draws it, scrambled (a Weyl sequence's top bits), so
+    /// that callers taking turns in a fixed pattern are not always sampled on the same key:
+    /// a multiply, a shift and a branch on the hit.
+    ///
+    /// [`HIT_SAMPLE`]: crate::hot_keys::HIT_SAMPLE
+    #[inline(always)]
+    pub(crate) fn bump_sampled(&self) -> bool {
+        const PHI: u64 = 0x9E37_79B9_7F4A_7C15;
+        const SHIFT: u32 = 64 - crate::hot_keys::HIT_SAMPLE.trailing_zeros();
+        let before = (self.0).0.fetch_add(1, Ordering::Relaxed);
+        before.wrapping_mul(PHI) >> SHIFT == 0
     }
 }
 

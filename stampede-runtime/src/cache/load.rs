@@ -56,7 +56,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         let seen = match current {
             Some(current) => match current.state(now) {
                 State::Fresh => {
-                    inner.count_hit(&current, now);
+                    inner.count_hit(&key, &current, now);
                     if !early {
                         return Ok(current.value.clone());
                     }
@@ -75,6 +75,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             return Box::pin(inner.call_direct(&key, origin)).await;
         }
         inner.counters.misses.bump();
+        inner.hot.miss(&key);
         let miss = inner.miss::<R, _, _>(key.clone(), seen, origin);
         // Boxed: the miss path's state stays off the stack of every hit.
         Box::pin(inner.within_deadline(&key, miss)).await
@@ -159,6 +160,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             // A waiter that takes over and joins again is still one waiter.
             if !std::mem::replace(&mut joined, true) {
                 self.counters.coalesced.bump();
+                self.hot.coalesced(key);
             }
             // Waiters are events inside the caller's span; only the load is a span.
             tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
@@ -234,6 +236,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             // 5. The origin.
             let (result, delta, panicked) = self.call_origin(flight, origin).await;
             drop(permit);
+            let took = std::time::Duration::try_from_secs_f64(delta).unwrap_or_default();
+            self.hot.origin_call(&key, took);
             // 6 and 7.
             let answer = (self.publish(key, leader, result, delta, found, stand_in)).await;
             if panicked {

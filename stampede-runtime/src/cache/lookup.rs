@@ -88,7 +88,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
                         early,
                     });
                 }
-                inner.counters.fresh_hits.bump();
+                if inner.counters.fresh_hits.bump_sampled() {
+                    inner.hot.sampled_hit(key);
+                }
                 Lookup::Fresh(current.value.clone())
             }
             current => Lookup::Load(Unanswered {
@@ -121,11 +123,11 @@ pub struct Unanswered<V> {
 }
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
-    pub(super) fn count_hit(&self, envelope: &Envelope<V>, now: Instant) {
+    pub(super) fn count_hit(&self, key: &K, envelope: &Envelope<V>, now: Instant) {
         if envelope.rearmed {
             self.count_stale(envelope, now);
-        } else {
-            self.counters.fresh_hits.bump();
+        } else if self.counters.fresh_hits.bump_sampled() {
+            self.hot.sampled_hit(key);
         }
     }
 

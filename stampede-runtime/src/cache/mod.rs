@@ -32,6 +32,7 @@ use crate::clock::{Clock, Instant};
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Leader};
+use crate::hot_keys::{HotKey, HotKeys};
 use crate::memory::MemoryStore;
 use crate::negative::KnownErrors;
 use crate::policy::Policy;
@@ -240,6 +241,7 @@ where
         let inner = Arc::new_cyclic(|me| Inner {
             store: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
             known_errors,
+            hot: HotKeys::new(policy.hot_keys()),
             policy,
             gate,
             clock,
@@ -269,6 +271,8 @@ pub(crate) struct Inner<K, V, E> {
     known_errors: Option<KnownErrors<K, E>>,
     flights: Arc<Flights<K, Result<V, E>>>,
     counters: Counters,
+    /// The keys with the most misses and origin calls.
+    hot: HotKeys<K>,
     generation: AtomicU64,
     map_error: fn(Error) -> E,
     /// The shared store, for a cache that may go there on a runtime that has one.
@@ -347,6 +351,28 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         self.inner.stats()
+    }
+
+    /// The keys that cost the origin most: up to [`Policy::hot_keys`] of them (32 by
+    /// default), most origin calls first, then most misses. Counted from a bounded
+    /// top-K of the misses and origin calls (see [`HotKey`] for what is exact and what
+    /// is estimated); the fresh hit pays for none of it but a sampled branch.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("prices").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, u64> = Cache::new(policy);
+    /// cache.load(7, || async { Ok(70) }).await.unwrap();
+    /// let hottest = &cache.hot_keys()[0];
+    /// assert_eq!((hottest.key, hottest.misses, hottest.origin_calls), (7, 1, 1));
+    /// # }
+    /// ```
+    pub fn hot_keys(&self) -> Vec<HotKey<K>> {
+        self.inner.hot.top()
     }
 
     /// The limit of the admission semaphore this cache's loads go through, if any.
