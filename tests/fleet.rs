@@ -364,7 +364,23 @@ fn an_owner_frozen_past_its_lease_cannot_overwrite_the_newer_value() {
             .load(&other, 1, Duration::ZERO, "new".to_owned())
             .await;
         assert_eq!(newer, Ok("new".into()));
-        assert_eq!(other.stats().lease_waits, 1);
+        let waited = other.stats();
+        assert_eq!(
+            (
+                waited.lease_waits,
+                waited.leases_lost,
+                waited.leases_won,
+                waited.lease_takeovers
+            ),
+            (1, 1, 1, 1),
+            "found it held, waited, took it over: {waited:?}"
+        );
+        // It waited for the owner's lease, not for long past it.
+        assert!(
+            waited.lease_wait_max > Duration::ZERO && waited.lease_wait_max < lease * 4,
+            "{waited:?}"
+        );
+        assert_eq!(waited.lease_wait_total, waited.lease_wait_max);
         // The owner wakes and publishes under its old fence.
         thaw.send(()).unwrap();
         let (answer, stats) = bounded(tokio::task::spawn_blocking(move || owner.join()))
@@ -377,12 +393,71 @@ fn an_owner_frozen_past_its_lease_cannot_overwrite_the_newer_value() {
             "its own caller still gets its value"
         );
         assert_eq!(stats.publish_refused, 1);
+        assert_eq!(
+            (
+                stats.leases_won,
+                stats.leases_expired,
+                stats.refreshes_refused
+            ),
+            (1, 1, 0),
+            "its lease lapsed before it published: {stats:?}"
+        );
         let read = origin
             .load(&reader, 1, Duration::ZERO, "unexpected".to_owned())
             .await;
         assert_eq!(read, Ok("new".into()), "the newer value stays");
         assert_eq!(origin.calls(), 1);
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_an_invalidation_elsewhere_overtook_is_counted_as_refused() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (refreshing, invalidating) = (replica(&redis), replica(&redis));
+    let policy = Policy::builder("fleet-refresh-refused")
+        .fresh(Duration::from_millis(50))
+        .stale(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let (refreshing, invalidating) = (
+        cache(&refreshing, policy.clone()),
+        cache(&invalidating, policy),
+    );
+    let first = refreshing
+        .load(1, || async { Ok("first".to_owned()) })
+        .await;
+    assert_eq!(first, Ok("first".into()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Stale: answered at once, refreshed in the background by an origin held open.
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let stale = refreshing.load(1, {
+        let (entered, release) = (entered.clone(), release.clone());
+        move || async move {
+            entered.notify_one();
+            release.notified().await;
+            Ok("refreshed".to_owned())
+        }
+    });
+    assert_eq!(bounded(stale).await, Ok("first".into()));
+    bounded(entered.notified()).await;
+    bounded(invalidating.invalidate(&1)).await.unwrap();
+    release.notify_one();
+    eventually(|| refreshing.stats().publish_refused == 1).await;
+    let stats = refreshing.stats();
+    assert_eq!(
+        (
+            stats.refreshes_refused,
+            stats.leases_won,
+            stats.leases_expired
+        ),
+        (1, 2, 1),
+        "the refresh held the lease the invalidation overtook: {stats:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

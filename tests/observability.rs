@@ -1,5 +1,6 @@
 //! What the cache tells operators: one tracing span per origin load (cache, outcome,
-//! duration), waiters as events, and the admission counters in `stats()`.
+//! duration), one per waiter that follows from the load it waited for, and the admission
+//! counters in `stats()`.
 use crate::common;
 
 use common::{bounded, AppError, Origin};
@@ -29,6 +30,8 @@ struct Spans {
     opened: Vec<(String, Fields)>,
     /// Span ids are reused once a span closes: each id's latest span.
     by_id: BTreeMap<u64, usize>,
+    /// (span, the span it follows from), as indexes into `opened`.
+    follows: Vec<(usize, usize)>,
 }
 
 type Fields = BTreeMap<String, String>;
@@ -65,6 +68,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorded {
         values.record(&mut more);
         *fields = more.0;
     }
+    fn on_follows_from(&self, span: &Id, follows: &Id, _: Context<'_, S>) {
+        let mut spans = self.spans.lock().unwrap();
+        let link = (
+            spans.by_id[&span.into_u64()],
+            spans.by_id[&follows.into_u64()],
+        );
+        spans.follows.push(link);
+    }
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
         let mut fields = Collect(Fields::new());
         event.record(&mut fields);
@@ -80,6 +91,18 @@ impl Recorded {
             .iter()
             .filter(|(name, _)| name == "origin_load")
             .map(|(_, fields)| fields.clone())
+            .collect()
+    }
+
+    /// For each span named `name`, the name and fields of the span it follows from.
+    fn followed_by(&self, name: &str) -> Vec<Option<(String, Fields)>> {
+        let spans = self.spans.lock().unwrap();
+        (spans.opened.iter().enumerate())
+            .filter(|(_, (opened, _))| opened == name)
+            .map(|(at, _)| {
+                let link = spans.follows.iter().find(|(span, _)| *span == at);
+                link.map(|(_, follows)| spans.opened[*follows].clone())
+            })
             .collect()
     }
 
@@ -100,7 +123,7 @@ fn fields(pairs: &[(&str, &str)]) -> Fields {
 }
 
 #[tokio::test(start_paused = true)]
-async fn each_origin_load_is_one_span_and_waiters_are_events() {
+async fn each_origin_load_is_one_span_and_each_waiters_span_follows_from_it() {
     let recorded = Recorded::default();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(recorded.clone()));
@@ -137,6 +160,19 @@ async fn each_origin_load_is_one_span_and_waiters_are_events() {
     for caller in callers {
         assert_eq!(bounded(caller).await.unwrap(), Ok(1));
     }
+    let load_of_key_1 = (
+        "origin_load".to_owned(),
+        fields(&[
+            ("cache", "traced"),
+            ("outcome", "loaded"),
+            ("duration_ms", "100"),
+        ]),
+    );
+    assert_eq!(
+        recorded.followed_by("coalesced_wait"),
+        vec![Some(load_of_key_1); 9],
+        "one span per waiter, each following from the one load"
+    );
     assert_eq!(
         bounded(load(2, true)).await.unwrap(),
         Err(AppError::Down(2))

@@ -39,6 +39,8 @@ use std::time::Duration;
 pub struct RuntimeBuilder {
     layers: Layers,
     clock: Option<Clock>,
+    #[cfg(feature = "metrics")]
+    metrics_interval: Option<Duration>,
 }
 
 impl RuntimeBuilder {
@@ -76,6 +78,15 @@ impl RuntimeBuilder {
     /// ```
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// How often the runtime exports its counters to the installed `metrics` recorder on
+    /// its own, from the first cache built with it (default 5 s; `Duration::ZERO` never:
+    /// call [`Runtime::export_metrics`] yourself). Feature `metrics`.
+    #[cfg(feature = "metrics")]
+    pub fn metrics_interval(mut self, interval: Duration) -> Self {
+        self.metrics_interval = Some(interval);
         self
     }
 
@@ -121,6 +132,12 @@ impl RuntimeBuilder {
                 clock: self.clock.unwrap_or_default(),
                 claimed: Mutex::new(BTreeMap::new()),
                 caches: Mutex::new(Vec::new()),
+                #[cfg(feature = "metrics")]
+                metrics_interval: self
+                    .metrics_interval
+                    .unwrap_or(crate::telemetry::DEFAULT_INTERVAL),
+                #[cfg(feature = "metrics")]
+                exporting: std::sync::Once::new(),
             }),
         })
     }
@@ -183,6 +200,22 @@ struct RuntimeState {
     claimed: Mutex<BTreeMap<String, Arc<str>>>,
     /// The caches built with this runtime, for [`Runtime::stats`] and metrics export.
     caches: Mutex<Vec<Weak<dyn Observed>>>,
+    #[cfg(feature = "metrics")]
+    metrics_interval: Duration,
+    /// The export on an interval, started with the first cache.
+    #[cfg(feature = "metrics")]
+    exporting: std::sync::Once,
+}
+
+/// A runtime that does not keep it alive (the metrics export holds one).
+#[cfg(feature = "metrics")]
+pub(crate) struct WeakRuntime(Weak<RuntimeState>);
+
+#[cfg(feature = "metrics")]
+impl WeakRuntime {
+    pub(crate) fn upgrade(&self) -> Option<Runtime> {
+        self.0.upgrade().map(|state| Runtime { state })
+    }
 }
 
 impl fmt::Debug for Runtime {
@@ -382,6 +415,14 @@ impl Runtime {
             .unwrap_or_else(PoisonError::into_inner);
         caches.retain(|c| c.strong_count() > 0);
         caches.push(cache);
+        drop(caches);
+        #[cfg(feature = "metrics")]
+        if !self.state.metrics_interval.is_zero() {
+            self.state.exporting.call_once(|| {
+                let runtime = WeakRuntime(Arc::downgrade(&self.state));
+                crate::telemetry::export_every(runtime, self.state.metrics_interval);
+            });
+        }
     }
 
     /// The policy a cache runs with (its own, with this runtime's overrides for its name)

@@ -75,6 +75,23 @@ pub struct Stats {
     /// invalidation passed, or the value was read at a source version older than one
     /// invalidated since. Their callers still got them; nobody else will.
     pub publish_refused: u64,
+    /// Loads that asked for the key's fleet lease and got it (takeovers included).
+    pub leases_won: u64,
+    /// Loads that asked for the key's fleet lease and found another replica holding it:
+    /// a miss waits for that replica's value, a refresh leaves the refresh to it.
+    pub leases_lost: u64,
+    /// Total time misses spent waiting for another replica's lease (its value, its
+    /// release, or a takeover).
+    pub lease_wait_total: Duration,
+    /// The longest single wait for another replica's lease.
+    pub lease_wait_max: Duration,
+    /// Loads that held the key's lease and whose publish the fence refused: the lease
+    /// had lapsed and another replica took it over, or an invalidation passed, before
+    /// the value was ready (a frozen or slow owner; set `lease` above the slowest load).
+    pub leases_expired: u64,
+    /// Stale-window, early or forced refreshes whose value the fence refused (a newer
+    /// load or an invalidation got there first): counted in `publish_refused` too.
+    pub refreshes_refused: u64,
     /// Calls answered with an error kept by negative caching (`cache_errors`), without an
     /// origin call.
     pub error_hits: u64,
@@ -150,6 +167,11 @@ pub(crate) struct Counters {
     pub(crate) lease_waits: Counter,
     pub(crate) lease_takeovers: Counter,
     pub(crate) publish_refused: Counter,
+    pub(crate) leases_won: Counter,
+    pub(crate) leases_lost: Counter,
+    pub(crate) lease_wait: Timer,
+    pub(crate) leases_expired: Counter,
+    pub(crate) refreshes_refused: Counter,
     pub(crate) error_hits: Counter,
 }
 
@@ -178,6 +200,12 @@ impl Counters {
             lease_waits: self.lease_waits.get(),
             lease_takeovers: self.lease_takeovers.get(),
             publish_refused: self.publish_refused.get(),
+            leases_won: self.leases_won.get(),
+            leases_lost: self.leases_lost.get(),
+            lease_wait_total: self.lease_wait.total.get(),
+            lease_wait_max: self.lease_wait.longest.get(),
+            leases_expired: self.leases_expired.get(),
+            refreshes_refused: self.refreshes_refused.get(),
             error_hits: self.error_hits.get(),
         }
     }

@@ -76,9 +76,18 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         }
         inner.counters.misses.bump();
         inner.hot.miss(&key);
+        #[cfg(feature = "metrics")]
+        let asked = inner.clock.precise();
         let miss = inner.miss::<R, _, _>(key.clone(), seen, origin);
         // Boxed: the miss path's state stays off the stack of every hit.
-        Box::pin(inner.within_deadline(&key, miss)).await
+        let answer = Box::pin(inner.within_deadline(&key, miss)).await;
+        #[cfg(feature = "metrics")]
+        crate::telemetry::miss_wait(
+            inner.policy.name(),
+            answer.is_ok(),
+            inner.clock.precise().saturating_duration_since(asked),
+        );
+        answer
     }
 }
 
@@ -146,7 +155,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     async fn join(&self, key: &K) -> Turn<K, V, E> {
         let mut joined = false;
         loop {
-            let waiter = match self.flights.join(key) {
+            let mut waiter = match self.flights.join(key) {
                 Join::Leader(leader) => return Turn::Lead(leader),
                 Join::Waiter(waiter) => waiter,
             };
@@ -162,9 +171,23 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 self.counters.coalesced.bump();
                 self.hot.coalesced(key);
             }
-            // Waiters are events inside the caller's span; only the load is a span.
-            tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
-            match waiter.await {
+            // One span per origin call (the leader's); a waiter's span follows from it, so
+            // a trace shows which load each waiting request was answered by.
+            let wait = tracing::debug_span!(
+                target: "stampede",
+                "coalesced_wait",
+                cache = %self.policy.name(),
+            );
+            let outcome = async {
+                tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
+                (&mut waiter).await
+            }
+            .instrument(wait.clone())
+            .await;
+            if let Some(load) = waiter.load_span() {
+                wait.follows_from(load);
+            }
+            match outcome {
                 Outcome::Done(answer) => return Turn::Answered(answer),
                 // The leader was dropped: join again; the first back leads.
                 Outcome::Abandoned => continue,
@@ -219,6 +242,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             outcome = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
         );
+        leader.traced(&span);
         let asked = self.clock.precise();
         let steps = async {
             let flight = leader.flight_id();
@@ -238,6 +262,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             drop(permit);
             let took = std::time::Duration::try_from_secs_f64(delta).unwrap_or_default();
             self.hot.origin_call(&key, took);
+            #[cfg(feature = "metrics")]
+            crate::telemetry::origin_call(
+                self.policy.name(),
+                match (&result, panicked) {
+                    (_, true) => "panicked",
+                    (Ok(_), false) => "loaded",
+                    (Err(_), false) => "failed",
+                },
+                took,
+            );
             // 6 and 7.
             let answer = (self.publish(key, leader, result, delta, found, stand_in)).await;
             if panicked {

@@ -212,6 +212,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             )
         };
         let mut found = read(entry, recompute, watching).await;
+        if takes_lease && found.holder().is_some() {
+            self.counters.leases_lost.bump();
+        }
+        let mut waiting_since = None;
         if purpose == LeaseFor::Miss && takes_lease {
             let (mut waited, mut rereads) = (false, 0);
             loop {
@@ -221,6 +225,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 if found.holder().is_some() {
                     if !waited {
                         self.counters.lease_waits.bump();
+                        waiting_since = Some(self.clock.precise());
                         waited = true;
                     }
                     let quiet = self.quiet_after(recompute);
@@ -261,6 +266,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 break;
             }
         }
+        if let Some(since) = waiting_since {
+            let waited = self.clock.precise().saturating_duration_since(since);
+            self.counters.lease_wait.record(waited);
+        }
+        if found.lease.is_some() {
+            self.counters.leases_won.bump();
+        }
+        found.refresh = purpose != LeaseFor::Miss;
         let now = self.clock.now();
         let state = found.envelope.as_ref().map(|stored| stored.state(now));
         match (&found.read, purpose, state) {
@@ -336,10 +349,17 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     ) -> Option<Envelope<V>> {
         let standing = match (self.tier(), found.as_deref_mut()) {
             (Some(tier), Some(found)) if !envelope.rearmed => {
+                let (leased, refresh) = (found.lease.is_some(), found.refresh);
                 match tier.publish(found, &envelope, now).await {
                     Wrote::Stored => Standing::Stored,
                     Wrote::Refused => {
                         self.counters.publish_refused.bump();
+                        if leased {
+                            self.counters.leases_expired.bump();
+                        }
+                        if refresh {
+                            self.counters.refreshes_refused.bump();
+                        }
                         return None;
                     }
                     Wrote::Unconfirmed => Standing::Unheard,

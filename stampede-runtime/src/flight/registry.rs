@@ -56,6 +56,9 @@ struct Flight<T> {
     /// Unique in the process, so a stale id can never name a later flight.
     id: u64,
     state: Mutex<FlightState<T>>,
+    /// The load's span, once its leader opened one: waiters link theirs to it. Held here,
+    /// it stays open until the last waiter has linked.
+    span: std::sync::OnceLock<tracing::Span>,
 }
 
 static FLIGHT_IDS: AtomicU64 = AtomicU64::new(0);
@@ -112,6 +115,7 @@ impl<K: Hash + Eq + Clone, T: Clone> Flights<K, T> {
                 outcome: None,
                 wakers: Vec::new(),
             }),
+            span: std::sync::OnceLock::new(),
         });
         let epoch = registry.epoch;
         registry.running += 1;
@@ -185,6 +189,11 @@ impl<K: Hash + Eq + Clone, T: Clone> Leader<K, T> {
         self.flight.id
     }
 
+    /// The span this load runs in, for its waiters' spans to follow from.
+    pub(crate) fn traced(&self, span: &tracing::Span) {
+        let _ = self.flight.span.set(span.clone());
+    }
+
     /// Publishes `outcome` to every waiter. `store` receives the key and runs under the
     /// registry lock, only if no invalidation fenced this load out since it started.
     pub(crate) fn settle(mut self, outcome: T, store: impl FnOnce(K)) {
@@ -245,6 +254,11 @@ impl<T> Waiter<T> {
     /// The flight awaited, comparable with [`Leader::flight_id`].
     pub(crate) fn flight_id(&self) -> u64 {
         self.flight.id
+    }
+
+    /// The span of the load awaited, once its leader opened one.
+    pub(crate) fn load_span(&self) -> Option<&tracing::Span> {
+        self.flight.span.get()
     }
 }
 

@@ -337,6 +337,7 @@ where
                     lease: None,
                     too_large: false,
                     watching,
+                    refresh: false,
                 };
             }
         };
@@ -377,6 +378,7 @@ where
             lease,
             too_large,
             watching,
+            refresh: false,
         }
     }
 

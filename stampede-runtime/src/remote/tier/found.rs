@@ -52,6 +52,8 @@ pub(crate) struct Found<K, V> {
     pub(crate) too_large: bool,
     /// This load, registered for the notices that detach it.
     pub(crate) watching: Loading<K, V>,
+    /// A refresh's read (stale-window, early or forced), not a miss's.
+    pub(crate) refresh: bool,
 }
 
 impl<K, V> Found<K, V> {
