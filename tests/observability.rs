@@ -223,3 +223,75 @@ async fn each_origin_load_is_one_span_and_each_waiters_span_follows_from_it() {
         "the others found a free permit"
     );
 }
+
+#[tokio::test]
+async fn a_wait_for_another_replicas_load_is_a_span_naming_that_replica() {
+    let Some(redis) = testkit::RedisServer::start() else {
+        return;
+    };
+    let recorded = Recorded::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorded.clone()));
+    let replica = || {
+        Runtime::builder()
+            .backend(stampede::Backend::redis(redis.url()))
+            .build()
+            .unwrap()
+    };
+    let (owner, other) = (replica(), replica());
+    let policy = || {
+        Policy::builder("traced-fleet")
+            .fresh(60_000 * MS)
+            .build()
+            .unwrap()
+    };
+    let owning: Cache<u32, u32, AppError> = Cache::builder(policy()).runtime(&owner).build();
+    let waiting: Cache<u32, u32, AppError> = Cache::builder(policy()).runtime(&other).build();
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let held = tokio::spawn({
+        let (entered, release) = (entered.clone(), release.clone());
+        async move {
+            owning
+                .load(1, move || async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    Ok(7)
+                })
+                .await
+        }
+    });
+    bounded(entered.notified()).await;
+    let waiter = tokio::spawn({
+        let waiting = waiting.clone();
+        async move { waiting.load(1, || async { Ok(8) }).await }
+    });
+    common::eventually(|| waiting.stats().lease_waits == 1).await;
+    release.notify_one();
+    assert_eq!(bounded(held).await.unwrap(), Ok(7));
+    assert_eq!(bounded(waiter).await.unwrap(), Ok(7), "the owner's value");
+    let id = owner.replica_id().expect("connected");
+    let waits: Vec<Fields> = {
+        let spans = recorded.spans.lock().unwrap();
+        (spans.opened.iter())
+            .filter(|(name, _)| name == "lease_wait")
+            .map(|(_, fields)| fields.clone())
+            .collect()
+    };
+    assert_eq!(
+        waits,
+        [fields(&[("cache", "traced-fleet"), ("owner", &id[..8])])],
+        "one span for the wait, naming the replica that held the lease"
+    );
+    let loaded: Vec<Fields> = (recorded.loads().into_iter())
+        .filter(|load| load.get("outcome").map(String::as_str) == Some("loaded"))
+        .collect();
+    assert_eq!(
+        loaded.len(),
+        1,
+        "one origin call, the owner's: {:?}",
+        recorded.loads()
+    );
+}

@@ -319,6 +319,14 @@ impl Runtime {
         })
     }
 
+    /// This replica's id on the shared store, once a load connected it: 16 hex digits,
+    /// random per process. A miss that waits for another replica's load records a
+    /// `lease_wait` span whose `owner` field is the first 8 digits of that replica's id.
+    pub fn replica_id(&self) -> Option<String> {
+        let remote = self.state.remote.get()?.as_ref().ok()?;
+        Some(remote.store().replica().to_owned())
+    }
+
     /// The limit and queue timeout of the admission semaphore `name`, if defined.
     pub fn admission(&self, name: &str) -> Option<(usize, Duration)> {
         let admission = self.state.admissions.get(name)?;

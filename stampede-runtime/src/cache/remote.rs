@@ -11,6 +11,7 @@ use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken, Wa
 use crate::remote::tier::{Found, Tier, Wrote};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// This cache's side of the shared store if it is connected already.
@@ -188,7 +189,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let watching = tier.loading(&entry, key);
         // Without coalescing every miss calls the origin, on every replica alike.
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
-        let token = LeaseToken::new();
+        let token = LeaseToken::of_replica(tier.remote.store().replica());
         let own_lease = self.policy.lease();
         let mut recompute = self.store.get_arc(key).map(|held| seconds(held.delta));
         let request = |recompute| {
@@ -216,28 +217,46 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             self.counters.leases_lost.bump();
         }
         let mut waiting_since = None;
+        // A wait for another replica's load: one span, naming that replica.
+        let mut waiting = tracing::Span::none();
         if purpose == LeaseFor::Miss && takes_lease {
             let (mut waited, mut rereads) = (false, 0);
             loop {
                 recompute = recompute
                     .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
                     .max(found.holder().and_then(|holder| holder.recompute));
-                if found.holder().is_some() {
+                if let Some(holder) = found.holder() {
                     if !waited {
                         self.counters.lease_waits.bump();
                         waiting_since = Some(self.clock.precise());
+                        waiting = tracing::debug_span!(
+                            target: "stampede",
+                            "lease_wait",
+                            cache = %self.policy.name(),
+                            owner = tracing::field::Empty,
+                        );
                         waited = true;
+                    }
+                    if let Some(owner) = holder.replica {
+                        waiting.record(
+                            "owner",
+                            tracing::field::display(format_args!("{owner:08x}")),
+                        );
                     }
                     let quiet = self.quiet_after(recompute);
                     let wake = tier.watch(&found.key);
                     let Found { key, watching, .. } = found;
-                    found = read(key, recompute, watching).await;
+                    found = read(key, recompute, watching)
+                        .instrument(waiting.clone())
+                        .await;
                     if let Some(holder) = found.holder() {
                         // Until a notice, the holder goes quiet, or this wait is overdue.
                         let wait = (holder.remaining)
                             .min(quiet.saturating_sub(holder.silent_for))
                             .min(own_lease.saturating_sub(holder.held_for));
-                        wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT)).await;
+                        wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT))
+                            .instrument(waiting.clone())
+                            .await;
                     }
                     continue;
                 }

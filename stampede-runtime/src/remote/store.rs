@@ -94,8 +94,24 @@ pub(crate) enum LeaseFor {
 pub(crate) struct LeaseToken(pub(crate) u64);
 
 impl LeaseToken {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
         LeaseToken(fastrand::u64(..))
+    }
+
+    /// A token whose first 8 hex digits are those of `replica`'s id (the rest random), so
+    /// a replica waiting on the lease can tell whose it is: what it reports as the owner.
+    pub(crate) fn of_replica(replica: &str) -> Self {
+        let tag = replica
+            .get(..8)
+            .and_then(|tag| u32::from_str_radix(tag, 16).ok())
+            .unwrap_or_default();
+        LeaseToken(u64::from(tag) << 32 | u64::from(fastrand::u32(..)))
+    }
+
+    /// The replica tag of a token written by [`LeaseToken::of_replica`].
+    pub(crate) fn replica(self) -> u32 {
+        (self.0 >> 32) as u32
     }
 }
 
@@ -145,6 +161,8 @@ pub(crate) struct Holder {
     pub(crate) silent_for: Duration,
     /// The recompute time its holder expected, if it knew one.
     pub(crate) recompute: Option<Duration>,
+    /// The holder's replica, as its lease token names it (see [`LeaseToken::of_replica`]).
+    pub(crate) replica: Option<u32>,
 }
 
 /// The server's clock at a read, carried forward with local monotonic time.
@@ -384,6 +402,10 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
 
     /// Whether the notice subscription is up, to wait for it to come up.
     fn subscription(&self) -> watch::Receiver<bool>;
+
+    /// This replica's id: 16 hex digits, random per connection, in its notices and (the
+    /// first 8) in its lease tokens.
+    fn replica(&self) -> &str;
 
     /// The epoch of the subscription while notices flow, 0 while they do not. Each
     /// subscription gets a higher epoch than the last, so a read that began under epoch

@@ -109,7 +109,12 @@ impl Client {
             &self.counters.misses
         });
         let ms = |ms: i64| Duration::from_millis(ms.max(0) as u64);
-        let lease = match lease.as_str() {
+        // `held <token>`: the holder's token names its replica.
+        let (lease, holder) = match lease.strip_prefix("held ") {
+            Some(token) => ("held", token),
+            None => (lease.as_str(), ""),
+        };
+        let lease = match lease {
             "granted" => Lease::Granted {
                 fence,
                 took_over: false,
@@ -123,6 +128,9 @@ impl Client {
                 held_for: ms(held_for),
                 silent_for: ms(silent_for),
                 recompute: (holder_recompute >= 0).then(|| ms(holder_recompute)),
+                replica: u64::from_str_radix(holder, 16)
+                    .ok()
+                    .map(|token| LeaseToken(token).replica()),
             }),
             _ => Lease::NotTaken,
         };
@@ -366,6 +374,10 @@ impl RemoteStore for RedisStore {
 
     fn hearing(&self) -> u64 {
         self.client.hub.hearing()
+    }
+
+    fn replica(&self) -> &str {
+        self.client.hub.node()
     }
 
     fn count_decode_failure(&self) {

@@ -6,7 +6,8 @@
 -- 'refresh' (the lease whatever is stored), 'force' (the lease even from a live holder: a
 -- forced refresh fences out every load that started before it).
 -- lease: 'none', 'granted' (to this token: a read resent after a lost reply gets its own
--- lease back), 'taken over' (granted, from another holder) or 'held' (by another replica).
+-- lease back), 'taken over' (granted, from another holder) or 'held <token>' (by another
+-- replica, whose token that is).
 -- A holder is taken over when it has been silent (no beat) for quiet_after_ms (lost,
 -- stalled, dead), or has held the lease for held_after_ms (longer than this replica's own
 -- lease, or than the stale window allows); -1: never. recompute_ms (-1: unknown) is
@@ -55,7 +56,7 @@ if lease ~= nil then
     local quiet = quiet_after >= 0 and silent_for >= quiet_after
     local overdue = held_after >= 0 and held_for >= held_after
     if mode ~= 'force' and not quiet and not overdue then
-      return { now, envelope or false, fence, 'held', left, held_for, silent_for, recompute, repaired, incarnation() }
+      return { now, envelope or false, fence, 'held ' .. lease.token, left, held_for, silent_for, recompute, repaired, incarnation() }
     end
     granted = 'taken over'
   end

@@ -253,10 +253,23 @@ async fn a_held_lease_is_reported_and_a_refresh_takes_one_over_a_servable_value(
         panic!()
     };
     let waiting = b.read(&key, miss_lease()).await.unwrap();
-    let Lease::HeldBy(Holder { remaining, .. }) = waiting.lease else {
+    let Lease::HeldBy(Holder {
+        remaining, replica, ..
+    }) = waiting.lease
+    else {
         panic!("{:?}", waiting.lease)
     };
     assert!(remaining <= Duration::from_secs(5) && remaining > Duration::ZERO);
+    let holder = LeaseToken::of_replica(a.replica());
+    assert_eq!(
+        holder.replica(),
+        u32::from_str_radix(&a.replica()[..8], 16).unwrap()
+    );
+    assert_eq!(
+        replica,
+        Some(lease.unwrap().token.replica()),
+        "the holder's tag"
+    );
 
     a.publish(&key, held(&read, &lease, "v1", None))
         .await
@@ -268,6 +281,33 @@ async fn a_held_lease_is_reported_and_a_refresh_takes_one_over_a_servable_value(
         panic!()
     };
     assert!(newer > fence);
+
+    // A holder silent past `quiet_after` is taken over.
+    let impatient = asking(LeaseFor::Miss).map(|request| LeaseRequest {
+        quiet_after: Some(Duration::ZERO),
+        ..request
+    });
+    a.invalidate(&key).await.unwrap();
+    let first = a.read(&key, miss_lease()).await.unwrap();
+    assert!(matches!(
+        first.lease,
+        Lease::Granted {
+            took_over: false,
+            ..
+        }
+    ));
+    let taking = b.read(&key, impatient).await.unwrap();
+    assert!(
+        matches!(
+            taking.lease,
+            Lease::Granted {
+                took_over: true,
+                ..
+            }
+        ),
+        "{:?}",
+        taking.lease
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
