@@ -98,7 +98,10 @@ where
         let origin = bind(origin, &key);
         // Nobody waits for a background refresh, so it runs outside the flights its caller
         // leads: an origin it calls may wait for them without forming a cycle.
-        let purpose = Purpose::Refresh { current, early };
+        let purpose = Purpose::Refresh {
+            current: Box::new(current),
+            early,
+        };
         let refresh = detached(inner.clone(), key, leader, origin, purpose);
         if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
             let _ = Box::pin(task).await;
@@ -139,7 +142,10 @@ where
     ) -> Result<V, E> {
         let answer = current.value.clone();
         let origin = bind(origin, &key);
-        let purpose = Purpose::Refresh { current, early };
+        let purpose = Purpose::Refresh {
+            current: Box::new(current),
+            early,
+        };
         let refresh = inner.lead(key, leader, || origin().map(Called::Returned), purpose);
         let refreshed = match inner.policy.timeout() {
             Some(limit) => deadline::within(limit, refresh).await,
@@ -171,14 +177,15 @@ impl Drop for CountPanic<'_> {
 }
 
 /// The leader's steps of a detached load, the origin's panic caught and shared as an
-/// error. Owns everything, so it can be its own task.
-async fn detached<K, V, E, F, Fut>(
+/// error. Owns everything, so it can be its own task; not an `async fn`, which would hold
+/// a second copy of its arguments beside the steps' own.
+fn detached<K, V, E, F, Fut>(
     inner: Arc<Inner<K, V, E>>,
     key: K,
     leader: LoadLeader<K, V, E>,
     origin: F,
     purpose: Purpose<V>,
-) -> Result<V, E>
+) -> impl Future<Output = Result<V, E>>
 where
     K: CacheKey,
     V: LocalValue,
@@ -191,7 +198,7 @@ where
             .catch_unwind()
             .map(|called| called.map_or(Called::Panicked, Called::Returned))
     };
-    inner.lead(key, leader, origin, purpose).await
+    inner.lead(key, leader, origin, purpose)
 }
 
 /// An origin that receives the key, as one that does not: the key is cloned here, on a
@@ -216,11 +223,13 @@ pub(super) fn leads(id: u64) -> bool {
         .unwrap_or(false)
 }
 
-/// A task started on the caller's behalf keeps what the caller had: the flights it leads,
-/// and its tracing span, so the load and the origin's own events stay inside the request.
+/// A task started on the caller's behalf keeps the flights the caller leads. (Its tracing
+/// span it keeps without help: the load's span is opened, as a child of the caller's,
+/// when [`Inner::lead`] is called, before the task is spawned, and the load's steps and
+/// the origin run inside it.)
 fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
     let leading = LEADING.try_with(Vec::clone).unwrap_or_default();
-    LEADING.scope(leading, task.instrument(tracing::Span::current()))
+    LEADING.scope(leading, task)
 }
 
 /// Runs `task` as its own Tokio task, or hands it back when there is no runtime to run it.
@@ -244,3 +253,6 @@ pub(super) fn within_leader<T: Future>(id: u64, origin: T) -> impl Future<Output
     leading.push(id);
     LEADING.scope(leading, origin)
 }
+
+#[cfg(test)]
+mod tests;

@@ -223,14 +223,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     }
 
     /// The leader's steps (3 to 7), in order, in one tracing span. Both leader modes run
-    /// these, so both read the store, queue and shed alike.
-    pub(super) async fn lead<O, Fut>(
-        &self,
+    /// these, so both read the store, queue and shed alike. A plain function around the
+    /// steps' future, which owns what it needs (a detached load spawns it as it is): each
+    /// `async` level around it would hold another copy of the arguments.
+    pub(super) fn lead<O, Fut>(
+        self: &Arc<Self>,
         key: K,
         leader: LoadLeader<K, V, E>,
         origin: O,
         purpose: Purpose<V>,
-    ) -> Result<V, E>
+    ) -> impl Future<Output = Result<V, E>> + use<K, V, E, O, Fut>
     where
         O: FnOnce() -> Fut,
         Fut: Future<Output = Called<V, E>>,
@@ -243,19 +245,58 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             duration_ms = tracing::field::Empty,
         );
         leader.traced(&span);
-        let asked = self.clock.precise();
-        let steps = async {
-            let flight = leader.flight_id();
-            let mut leader = Some(leader);
-            // 3. The shared store: a value there answers; else the key's lease.
-            let (found, stand_in) = match self.read_remote(&key, &mut leader, purpose).await {
-                Ahead::Answered(answer) => return answer,
-                Ahead::Load { found, stand_in } => (found, stand_in),
+        let timed = Timed {
+            span: span.clone(),
+            asked: self.clock.precise(),
+            clock: self.clock.clone(),
+        };
+        Self::steps(self.clone(), key, leader, origin, purpose, timed).instrument(span)
+    }
+
+    /// [`Inner::lead`]'s steps, in order; `timed` records their duration on the span when
+    /// they end (or are dropped unfinished).
+    ///
+    /// A plain function returning an `async move` block, not an `async fn`: an `async fn`
+    /// moves its arguments into locals of its own, and the future keeps both.
+    fn steps<O, Fut>(
+        self: Arc<Self>,
+        key: K,
+        leader: LoadLeader<K, V, E>,
+        origin: O,
+        purpose: Purpose<V>,
+        timed: Timed,
+    ) -> impl Future<Output = Result<V, E>> + use<K, V, E, O, Fut>
+    where
+        O: FnOnce() -> Fut,
+        Fut: Future<Output = Called<V, E>>,
+    {
+        let flight = leader.flight_id();
+        let mut leader = Some(leader);
+        async move {
+            // Held (by reference: no second copy) until the steps end.
+            let _timed = &timed;
+            // 3. The shared store: a value there answers; else the key's lease. Boxed, and
+            // only for a cache that has one: the store's steps are most of a load's state,
+            // which every miss would otherwise carry (and move into its task).
+            let (mut found, stand_in) = if self.remote.is_some() {
+                match Box::pin(self.read_remote(&key, &mut leader, purpose)).await {
+                    Ahead::Answered(answer) => return answer,
+                    Ahead::Load { found, stand_in } => {
+                        (found.map(Box::new), stand_in.map(Box::new))
+                    }
+                }
+            } else {
+                (None, None)
             };
-            // 4. An admission permit, or the load is shed.
-            let permit = match self.admit().await {
+            // 4. An admission permit, or the load is shed (the queue's state boxed, for the
+            // caches that have one).
+            let admitted = match self.gate {
+                Gate::Open => Ok(None),
+                _ => Box::pin(self.admit()).await,
+            };
+            let permit = match admitted {
                 Ok(permit) => permit,
-                Err(refusal) => return self.refuse(key, leader, refusal, stand_in),
+                Err(refusal) => return self.refuse(key, leader, refusal, stand_in.map(|s| *s)),
             };
             // 5. The origin.
             let (result, delta, panicked) = self.call_origin(flight, origin).await;
@@ -272,17 +313,30 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 },
                 took,
             );
-            // 6 and 7.
-            let answer = (self.publish(key, leader, result, delta, found, stand_in)).await;
+            // 6. What the load answers and stores; a new value goes to the shared store
+            // under the fence its read returned (boxed, as the read is).
+            let now = self.clock.now();
+            let (answer, envelope) = self.judge(
+                &key,
+                result,
+                delta,
+                found.as_deref_mut(),
+                stand_in.map(|s| *s),
+                now,
+            );
+            let envelope = match envelope {
+                Some(envelope) if self.remote.is_some() => {
+                    Box::pin(self.write_remote(&key, found.as_deref_mut(), envelope, now)).await
+                }
+                envelope => envelope,
+            };
+            // 7. Memory, under the flight's fences, and every waiter.
+            let answer = self.conclude(leader, answer, envelope, now);
             if panicked {
                 outcome("panicked");
             }
             answer
-        };
-        let answer = steps.instrument(span.clone()).await;
-        let elapsed = self.clock.precise().saturating_duration_since(asked);
-        span.record("duration_ms", elapsed.as_secs_f64() * 1e3);
-        answer
+        }
     }
 
     /// Step 4: a permit of the cache's admission semaphore (none needed without one), or
@@ -338,23 +392,22 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         }
     }
 
-    /// Steps 6 and 7 for a load that called the origin: a success goes to the shared
-    /// store under the fence its read returned, then memory; a failure re-arms the last
-    /// value when the fail-safe allows, or answers with `stand_in` (a stale value from the
-    /// shared store) while it may be served. Errors are never stored, except under
-    /// negative caching, under the flight's fences like a value.
-    async fn publish(
+    /// Step 6 for a load that called the origin: what it answers, and the envelope to
+    /// store if any. A success is stored; a failure re-arms the last value when the
+    /// fail-safe allows, or answers with `stand_in` (a stale value from the shared store)
+    /// while it may be served. Errors are never stored, except under negative caching
+    /// (see [`Inner::conclude`]).
+    fn judge(
         &self,
-        key: K,
-        leader: Option<LoadLeader<K, V, E>>,
+        key: &K,
         result: Result<V, E>,
         delta: f64,
-        mut found: Option<Found<K, V>>,
+        found: Option<&mut Found<K, V>>,
         stand_in: Option<Envelope<V>>,
-    ) -> Result<V, E> {
-        let now = self.clock.now();
+        now: Instant,
+    ) -> (Result<V, E>, Option<Envelope<V>>) {
         let generation = self.next_generation();
-        let (answer, envelope) = match result {
+        match result {
             Ok(value) if !self.policy.caches(&value) => {
                 // Answered, but neither memory nor the shared store keeps it (`cache_if`).
                 outcome("not cached");
@@ -375,8 +428,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             Err(error) => {
                 self.counters.refresh_errors.bump();
-                let last = (self.last_good(&key, now))
-                    .or_else(|| self.remote_last_good(found.as_mut(), now));
+                let last = (self.last_good(key, now)).or_else(|| self.remote_last_good(found, now));
                 match (last, self.servable(stand_in)) {
                     (Some(last), _) => {
                         outcome("fallback");
@@ -394,19 +446,26 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     }
                 }
             }
-        };
-        let envelope = match envelope {
-            Some(envelope) => self.write_remote(&key, found.as_mut(), envelope, now).await,
-            None => None,
-        };
+        }
+    }
+
+    /// Step 7 once the shared store has had its say: memory keeps `envelope` and the
+    /// flight's waiters get `answer` (see [`Inner::settle`]); an error the policy keeps
+    /// (negative caching) is kept under the flight's fences, as a value is.
+    fn conclude(
+        &self,
+        leader: Option<LoadLeader<K, V, E>>,
+        answer: Result<V, E>,
+        envelope: Option<Envelope<V>>,
+        now: Instant,
+    ) -> Result<V, E> {
         let kept = match &answer {
             Err(error) if self.policy.keeps_error(error) => self.policy.error_ttl(),
             _ => None,
         };
         match (&answer, &self.known_errors, kept, leader) {
             (Err(error), Some(known), Some(ttl), Some(leader)) => {
-                // Negative caching: the error is kept under the flight's fences, as a
-                // value is. (Without a leader its callers were answered already.)
+                // (Without a leader its callers were answered already.)
                 let until = now + ttl;
                 outcome("failed, kept");
                 leader.settle(answer.clone(), |key| {
@@ -517,8 +576,11 @@ pub(super) enum Purpose<V> {
     /// callers may be answered (with a stale value from the shared store) before it ends.
     Miss { detached: bool },
     /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
-    /// meanwhile.
-    Refresh { current: Envelope<V>, early: bool },
+    /// meanwhile. Boxed: a load's state holds its purpose throughout.
+    Refresh {
+        current: Box<Envelope<V>>,
+        early: bool,
+    },
     /// `Cache::refresh`: the origin whatever memory and the shared store hold.
     Force,
 }
@@ -526,4 +588,19 @@ pub(super) enum Purpose<V> {
 /// Records how the current load ended on its span.
 pub(super) fn outcome(outcome: &'static str) {
     tracing::Span::current().record("outcome", outcome);
+}
+
+/// Records a load's duration (`duration_ms`) on its span when dropped: when its steps
+/// end, or when they are dropped unfinished.
+pub(super) struct Timed {
+    span: tracing::Span,
+    asked: Instant,
+    clock: crate::clock::Clock,
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        let elapsed = self.clock.precise().saturating_duration_since(self.asked);
+        self.span.record("duration_ms", elapsed.as_secs_f64() * 1e3);
+    }
 }

@@ -69,7 +69,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     stand_in: None,
                 };
             }
-            Purpose::Refresh { current, early } => (current, early, false),
+            Purpose::Refresh { current, early } => (*current, early, false),
             Purpose::Miss { detached } => {
                 let mut found = self.find_remote(key, LeaseFor::Miss, None).await;
                 let now = self.clock.now();

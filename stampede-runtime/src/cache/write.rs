@@ -109,7 +109,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// whoever holds it) on every replica: none can store over what this one returns. Its
     /// own ticket and fence are taken before the origin is called, so an invalidation
     /// while it runs keeps its value out.
-    async fn reload<F, Fut>(&self, key: K, origin: F) -> Result<V, E>
+    async fn reload<F, Fut>(self: &Arc<Self>, key: K, origin: F) -> Result<V, E>
     where
         F: FnOnce(&K) -> Fut,
         Fut: Future<Output = Result<V, E>>,
