@@ -133,9 +133,7 @@ impl RuntimeBuilder {
                 claimed: Mutex::new(BTreeMap::new()),
                 caches: Mutex::new(Vec::new()),
                 #[cfg(feature = "metrics")]
-                metrics_interval: self
-                    .metrics_interval
-                    .unwrap_or(crate::telemetry::DEFAULT_INTERVAL),
+                metrics_interval: self.metrics_interval.unwrap_or(METRICS_INTERVAL),
                 #[cfg(feature = "metrics")]
                 exporting: std::sync::Once::new(),
             }),
@@ -207,15 +205,25 @@ struct RuntimeState {
     exporting: std::sync::Once,
 }
 
-/// A runtime that does not keep it alive (the metrics export holds one).
+/// How often a runtime exports its counters unless told otherwise.
 #[cfg(feature = "metrics")]
-pub(crate) struct WeakRuntime(Weak<RuntimeState>);
+const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Exports the counters of the runtime behind `state` every `interval` while it lives,
+/// on the store's thread (which outlives whichever Tokio runtime built the first cache).
 #[cfg(feature = "metrics")]
-impl WeakRuntime {
-    pub(crate) fn upgrade(&self) -> Option<Runtime> {
-        self.0.upgrade().map(|state| Runtime { state })
-    }
+fn export_every(state: Weak<RuntimeState>, interval: Duration) {
+    crate::remote::background::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            Runtime { state }.export_metrics();
+        }
+    });
 }
 
 impl fmt::Debug for Runtime {
@@ -427,8 +435,7 @@ impl Runtime {
         #[cfg(feature = "metrics")]
         if !self.state.metrics_interval.is_zero() {
             self.state.exporting.call_once(|| {
-                let runtime = WeakRuntime(Arc::downgrade(&self.state));
-                crate::telemetry::export_every(runtime, self.state.metrics_interval);
+                export_every(Arc::downgrade(&self.state), self.state.metrics_interval);
             });
         }
     }

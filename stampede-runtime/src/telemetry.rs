@@ -13,12 +13,9 @@
 //! [`Cache::stats`]: crate::Cache::stats
 //! [`RuntimeBuilder::metrics_interval`]: crate::RuntimeBuilder::metrics_interval
 use crate::config::backend::Kind;
-use crate::runtime::{Runtime, WeakRuntime};
+use crate::runtime::Runtime;
 use crate::stats::{BackendStats, Stats};
 use std::time::Duration;
-
-/// How often a runtime exports its counters unless told otherwise.
-pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
 impl Runtime {
     /// Publishes the counters of every live cache built with this runtime (label
@@ -158,22 +155,6 @@ fn export_backend(backend: &'static str, stats: &BackendStats) {
     for (metric, value) in gauges {
         metrics::gauge!(metric, "backend" => backend).set(value);
     }
-}
-
-/// Exports `runtime`'s counters every `interval` while it lives, on the store's thread
-/// (which outlives whichever Tokio runtime built the first cache).
-pub(crate) fn export_every(runtime: WeakRuntime, interval: Duration) {
-    crate::remote::background::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            let Some(runtime) = runtime.upgrade() else {
-                return;
-            };
-            runtime.export_metrics();
-        }
-    });
 }
 
 /// One origin call of `cache`, as it ended (`loaded`, `failed` or `panicked`), and how
