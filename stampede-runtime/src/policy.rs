@@ -240,8 +240,8 @@ impl PolicyBuilder {
         self
     }
     /// How many of its costliest keys (most misses and origin calls) the cache keeps
-    /// count of, for [`Cache::hot_keys`] (default [`DEFAULT_HOT_KEYS`]; 0 keeps none and
-    /// costs a miss nothing).
+    /// count of, for [`Cache::hot_keys`] (default [`DEFAULT_HOT_KEYS`], at most 1,024; 0
+    /// keeps none and costs a miss nothing).
     ///
     /// [`Cache::hot_keys`]: crate::Cache::hot_keys
     /// [`DEFAULT_HOT_KEYS`]: crate::DEFAULT_HOT_KEYS
@@ -352,6 +352,7 @@ impl Policy {
             settings::positive("lease", lease)?;
         }
         settings::capacity("capacity", self.capacity)?;
+        settings::hot_keys("hot_keys", self.hot_keys as u64)?;
         if let Some(ttl) = self.error_ttl() {
             settings::positive("cache_errors", ttl)?;
             settings::within_horizon("cache_errors", ttl)?;

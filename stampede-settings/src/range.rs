@@ -15,6 +15,9 @@ pub const MAX_CAPACITY: u64 = 1_000_000_000;
 /// Tokio's semaphore can count.
 pub const MAX_LIMIT: u64 = 1_000_000;
 
+/// The most keys a cache's hot-key count keeps: a miss scans them when a new key enters.
+pub const MAX_HOT_KEYS: u64 = 1_024;
+
 /// A duration above zero and within [`HORIZON`] (`fresh`, `timeout`, `lease`, …).
 pub fn positive(name: &str, duration: Duration) -> Result<Duration, String> {
     if duration.is_zero() {
@@ -77,6 +80,17 @@ pub fn capacity(name: &str, capacity: u64) -> Result<u64, String> {
         0 => Err(format!("{name} must be at least 1")),
         1..=MAX_CAPACITY => Ok(capacity),
         _ => Err(format!("{name} must be at most {MAX_CAPACITY}")),
+    }
+}
+
+/// Keys a cache's hot-key count keeps, `0..=MAX_HOT_KEYS` (0: none).
+pub fn hot_keys(name: &str, keys: u64) -> Result<u64, String> {
+    if keys <= MAX_HOT_KEYS {
+        Ok(keys)
+    } else {
+        Err(format!(
+            "{name} must be at most {MAX_HOT_KEYS} (a miss scans them when a new key enters)"
+        ))
     }
 }
 

@@ -93,10 +93,17 @@ overrides! {
     /// In-memory entries, `1..=1_000_000_000`.
     #[serde(deserialize_with = "values::count")]
     capacity: u64, check settings::capacity, apply capacity;
+    /// Keys counted for `hot_keys()`, `0..=1_024` (0: none).
+    #[serde(deserialize_with = "values::count")]
+    hot_keys: usize, check hot_keys, apply hot_keys;
     /// `false` makes every call run the origin directly (see [`PolicyBuilder::enabled`]).
     enabled: bool, check any, apply enabled;
     /// The admission semaphore the function's loads go through.
     admission: String as impl Into<String>, check named, apply admission;
+}
+
+fn hot_keys(key: &str, keys: usize) -> Result<usize, String> {
+    settings::hot_keys(key, keys as u64).map(|_| keys)
 }
 
 /// A setting with no range of its own.

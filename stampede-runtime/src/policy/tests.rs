@@ -34,6 +34,7 @@ fn out_of_range_settings_are_refused_with_their_name() {
             "lease must be greater than zero",
         ),
         (base().admission(""), "the admission name must not be empty"),
+        (base().hot_keys(1_025), "hot_keys must be at most 1024"),
     ];
     for (builder, message) in cases {
         let error = builder.build().unwrap_err().to_string();

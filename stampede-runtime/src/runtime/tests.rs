@@ -158,3 +158,23 @@ fn a_missing_file_is_an_error_naming_it() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn an_override_sets_how_many_hot_keys_a_cache_counts() {
+    let runtime = Runtime::builder()
+        .function("counted", Overrides::new().hot_keys(1))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("counted")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: crate::Cache<u64, u64> = crate::Cache::builder(policy).runtime(&runtime).build();
+    for key in [1, 2, 3] {
+        cache
+            .load(key, move || async move { Ok(key) })
+            .await
+            .unwrap();
+    }
+    assert_eq!(cache.hot_keys().len(), 1, "the override's 1, not 32");
+}

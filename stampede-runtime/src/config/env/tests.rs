@@ -98,6 +98,11 @@ fn bad_variables_are_errors_naming_the_variable() {
             "capacity must be at most 1000000000",
         ),
         (
+            "STAMPEDE_FUNCTION_X_HOT_KEYS",
+            "5000",
+            "hot_keys must be at most 1024",
+        ),
+        (
             "STAMPEDE_FUNCTION_X_LEASE",
             "0s",
             "lease must be greater than zero",

@@ -24,6 +24,7 @@ jitter = 0.1
 xfetch_beta = 1
 timeout = "2s"
 capacity = 500
+hot_keys = 64
 enabled = false
 coalesce = false
 lease = "5s"
@@ -50,13 +51,14 @@ admission = "db"
             .xfetch_beta(1.0)
             .timeout(Duration::from_secs(2))
             .capacity(500)
+            .hot_keys(64)
             .enabled(false)
             .coalesce(false)
             .lease(Duration::from_secs(5))
             .admission("db")
     );
     let at = &overrides.at["admission"];
-    assert_eq!(at.line, Some(20));
+    assert_eq!(at.line, Some(21));
     assert_eq!(at.key.as_deref(), Some("functions.user-profile.admission"));
 }
 
