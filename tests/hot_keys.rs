@@ -5,34 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Draws from 10,000 keys: key 0 with probability 0.3, the others by Zipf (s = 1).
-struct Skewed {
-    cumulative: Vec<f64>,
-    rng: fastrand::Rng,
-}
-
-impl Skewed {
-    fn new(seed: u64) -> Self {
-        let weights: Vec<f64> = (1..10_000).map(|rank| 1.0 / rank as f64).collect();
-        let total: f64 = weights.iter().sum();
-        let mut sum = 0.3;
-        let mut cumulative = vec![sum];
-        for weight in weights {
-            sum += 0.7 * weight / total;
-            cumulative.push(sum);
-        }
-        Skewed {
-            cumulative,
-            rng: fastrand::Rng::with_seed(seed),
-        }
-    }
-
-    fn next(&mut self) -> u64 {
-        let draw = self.rng.f64();
-        self.cumulative.partition_point(|&c| c < draw).min(9_999) as u64
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn under_a_skewed_load_the_key_most_misses_go_to_tops_the_hot_keys() {
     let policy = Policy::builder("hot-skewed")
@@ -41,9 +13,9 @@ async fn under_a_skewed_load_the_key_most_misses_go_to_tops_the_hot_keys() {
         .unwrap();
     let cache: Cache<u64, u64> = Cache::new(policy);
     let calls: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
-    let mut keys = Skewed::new(11);
+    let mut keys = testkit::Skewed::new(11);
     for _ in 0..50_000 {
-        let key = keys.next();
+        let key = keys.next_key();
         let calls = calls.clone();
         let value = cache
             .load(key, move || async move {
@@ -79,10 +51,10 @@ async fn a_hot_keys_fresh_hits_are_estimated_from_a_sample() {
         .unwrap();
     let cache: Cache<u64, u64> = Cache::new(policy);
     // Twenty keys, key 0 the most called: all of them held, each missing once.
-    let mut keys = Skewed::new(5);
+    let mut keys = testkit::Skewed::new(5);
     let mut hits = HashMap::<u64, u64>::new();
     for _ in 0..40_000 {
-        let key = keys.next() % 20;
+        let key = keys.next_key() % 20;
         if cache.peek(&key).is_some() {
             *hits.entry(key).or_default() += 1;
         }

@@ -1,6 +1,6 @@
 //! Test support for stampede's shared-store tests: a throwaway `redis-server` on a free
 //! loopback port, reached through a TCP proxy that can stop forwarding (a black hole) and
-//! resume.
+//! resume. Also [`Skewed`], a seeded key stream with one hot key, for hot-key tests.
 //!
 //! Tests never touch a Redis they did not start: each one starts its own server (or uses a
 //! prefix of its own), so the suite runs in parallel and can kill, restart and black-hole
@@ -16,10 +16,12 @@
 mod cluster;
 mod proxy;
 mod server;
+mod skewed;
 
 pub use cluster::RedisCluster;
 pub use proxy::Proxy;
 pub use server::{RedisServer, REQUIRE_REDIS_VAR};
+pub use skewed::Skewed;
 
 #[cfg(test)]
 mod tests;

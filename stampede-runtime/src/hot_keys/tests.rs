@@ -1,40 +1,12 @@
 use super::*;
 
-/// Draws from 10,000 keys: key 0 with probability 0.3, the rest by Zipf (s = 1).
-pub(crate) struct Skewed {
-    cumulative: Vec<f64>,
-    rng: fastrand::Rng,
-}
-
-impl Skewed {
-    pub(crate) fn new(seed: u64) -> Self {
-        let weights: Vec<f64> = (1..10_000).map(|rank| 1.0 / rank as f64).collect();
-        let total: f64 = weights.iter().sum();
-        let mut sum = 0.3;
-        let mut cumulative = vec![sum];
-        for weight in weights {
-            sum += 0.7 * weight / total;
-            cumulative.push(sum);
-        }
-        Skewed {
-            cumulative,
-            rng: fastrand::Rng::with_seed(seed),
-        }
-    }
-
-    pub(crate) fn next(&mut self) -> u64 {
-        let draw = self.rng.f64();
-        self.cumulative.partition_point(|&c| c < draw).min(9_999) as u64
-    }
-}
-
 #[test]
 fn the_key_with_most_of_the_traffic_tops_the_list_with_its_exact_count() {
     let hot = HotKeys::new(DEFAULT_HOT_KEYS);
-    let mut keys = Skewed::new(7);
+    let mut keys = testkit::Skewed::new(7);
     let mut truth = HashMap::new();
     for _ in 0..100_000 {
-        let key = keys.next();
+        let key = keys.next_key();
         hot.miss(&key);
         hot.origin_call(&key, Duration::from_millis(3));
         *truth.entry(key).or_insert(0u64) += 1;
