@@ -55,14 +55,15 @@ pub(crate) struct HotKeys<K> {
 }
 
 struct Sketch<K> {
-    entries: Vec<Entry<K>>,
+    entries: Vec<HotKey<K>>,
     at: HashMap<K, usize>,
 }
 
-struct Entry<K> {
-    /// Misses plus origin calls, inherited count included: what the sketch ranks by.
-    count: u64,
-    hot: HotKey<K>,
+impl<K> HotKey<K> {
+    /// What the sketch ranks by: misses and origin calls, inherited ones included.
+    fn count(&self) -> u64 {
+        self.error + self.misses + self.origin_calls
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -114,26 +115,22 @@ impl<K: Hash + Eq + Clone> HotKeys<K> {
             None if matches!(event, Event::SampledHit | Event::Coalesced) => return,
             None => sketch.admit(key, self.k),
         };
-        let entry = &mut sketch.entries[index];
+        let hot = &mut sketch.entries[index];
         match event {
-            Event::Miss => {
-                entry.count += 1;
-                entry.hot.misses += 1;
-            }
+            Event::Miss => hot.misses += 1,
             Event::OriginCall(took) => {
-                entry.count += 1;
-                entry.hot.origin_calls += 1;
-                entry.hot.last_recompute = Some(took);
+                hot.origin_calls += 1;
+                hot.last_recompute = Some(took);
             }
-            Event::Coalesced => entry.hot.coalesced += 1,
-            Event::SampledHit => entry.hot.hits += HIT_SAMPLE,
+            Event::Coalesced => hot.coalesced += 1,
+            Event::SampledHit => hot.hits += HIT_SAMPLE,
         }
     }
 
     /// Most origin calls first, then most misses.
     pub(crate) fn top(&self) -> Vec<HotKey<K>> {
         let sketch = self.sketch.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut top: Vec<HotKey<K>> = sketch.entries.iter().map(|e| e.hot.clone()).collect();
+        let mut top = sketch.entries.clone();
         drop(sketch);
         top.sort_by(|a, b| {
             (b.origin_calls, b.misses, b.hits).cmp(&(a.origin_calls, a.misses, a.hits))
@@ -146,17 +143,14 @@ impl<K: Hash + Eq + Clone> Sketch<K> {
     /// A slot for `key`: a free one, or the one with the fewest events, whose count the
     /// newcomer inherits.
     fn admit(&mut self, key: &K, k: usize) -> usize {
-        let fresh = |count: u64| Entry {
-            count,
-            hot: HotKey {
-                key: key.clone(),
-                hits: 0,
-                misses: 0,
-                origin_calls: 0,
-                coalesced: 0,
-                last_recompute: None,
-                error: count,
-            },
+        let fresh = |inherited: u64| HotKey {
+            key: key.clone(),
+            hits: 0,
+            misses: 0,
+            origin_calls: 0,
+            coalesced: 0,
+            last_recompute: None,
+            error: inherited,
         };
         if self.entries.len() < k {
             self.entries.push(fresh(0));
@@ -165,11 +159,11 @@ impl<K: Hash + Eq + Clone> Sketch<K> {
         }
         // k is small (32 by default): a scan costs less than keeping a heap in order.
         let (index, least) = (self.entries.iter().enumerate())
-            .min_by_key(|(_, entry)| entry.count)
-            .map(|(index, entry)| (index, entry.count))
+            .map(|(index, hot)| (index, hot.count()))
+            .min_by_key(|&(_, count)| count)
             .expect("k > 0 entries");
         let replaced = std::mem::replace(&mut self.entries[index], fresh(least));
-        self.at.remove(&replaced.hot.key);
+        self.at.remove(&replaced.key);
         self.at.insert(key.clone(), index);
         index
     }
