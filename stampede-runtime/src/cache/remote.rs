@@ -2,6 +2,7 @@
 //! origin (taking the key's lease, or waiting for the replica that holds it), publishing
 //! under the lease's fence, what memory keeps, invalidating, and the notice listener that
 //! keeps memory copies in line with the store.
+use super::copies::Standing;
 use super::load::{outcome, Purpose};
 use super::{notices, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
@@ -389,63 +390,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         };
         self.memory_copy(key, found.as_deref(), envelope, standing)
     }
-
-    /// What memory keeps of a value on this cache's backend: everything on the memory
-    /// backend; on a shared one, a tiered copy of what the store holds, a copy of a value
-    /// the store cannot hold (too large), and a copy of a value loaded or written while
-    /// the store could not be reached, served only for the degraded bound
-    /// (`degraded_ttl`, by default the stale window): no invalidation may reach it.
-    pub(super) fn memory_copy(
-        &self,
-        key: &K,
-        found: Option<&Found<K, V>>,
-        envelope: Envelope<V>,
-        standing: Standing,
-    ) -> Option<Envelope<V>> {
-        let (Some(tier), Some(found)) = (self.tier(), found) else {
-            return Some(envelope);
-        };
-        let standing = match standing {
-            _ if found.read.is_none() => Standing::Unheard,
-            _ if found.too_large => Standing::Own,
-            standing => standing,
-        };
-        // A copy is only as good as the notices that would drop it: while the subscription
-        // is down (at start-up, until it first subscribes, or after it dropped) an
-        // invalidation elsewhere would go unheard, so the store's value is read again each
-        // time, and one it cannot hold is kept only for the degraded bound.
-        let since = found.watching.since();
-        let hears = since != 0 && since == tier.hearing();
-        let envelope = match standing {
-            Standing::Stored if !tier.keeps_memory || !hears => return None,
-            Standing::Own if !hears => self.degraded(envelope, tier),
-            Standing::Stored | Standing::Own => envelope,
-            Standing::Unheard => self.degraded(envelope, tier),
-        };
-        let fence = found.read.as_ref().map_or(0, |read| read.fence);
-        tier.copied(&found.key, key, fence, envelope.generation, since);
-        Some(envelope)
-    }
-
-    /// `envelope`, servable no longer than the degraded bound from now.
-    fn degraded(&self, mut envelope: Envelope<V>, tier: &Tier<K, V>) -> Envelope<V> {
-        let bound = tier.remote.degraded_ttl.unwrap_or(self.policy.stale());
-        let until = self.clock.now() + bound;
-        envelope.stale_until = envelope.stale_until.min(until);
-        envelope.fresh_until = envelope.fresh_until.min(envelope.stale_until);
-        envelope
-    }
-
-    /// The value the shared store held, when `stale_if_error` lets it stand in for a
-    /// failing origin (the redis backend keeps no memory to fall back on).
-    pub(super) fn remote_last_good(
-        &self,
-        found: Option<&mut Found<K, V>>,
-        now: Instant,
-    ) -> Option<Envelope<V>> {
-        self.policy.stale_if_error()?;
-        found?.envelope.take().filter(|last| now < last.keep_until)
-    }
 }
 
 /// Until a notice for the key, or for at most `wait`. A subscription that is down (not up
@@ -484,17 +428,6 @@ const QUIET_FLOOR: Duration = Duration::from_millis(200);
 
 /// The most: three beats missed.
 const QUIET_CEILING: Duration = Duration::from_millis(300);
-
-/// What memory may keep of a loaded value, by what the shared store holds of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Standing {
-    /// The store holds it (or it was read from there).
-    Stored,
-    /// The store cannot hold it (too large); notices still reach the copy.
-    Own,
-    /// The store could not be read or did not answer: an invalidation may not reach it.
-    Unheard,
-}
 
 /// A recompute time (XFetch's δ, in seconds) as a duration.
 fn seconds(delta: f64) -> Duration {

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 #[tokio::test]
 async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {

@@ -25,7 +25,10 @@
 //!   be read (degraded) or too large to share; those obey the same notices, and a
 //!   degraded one is served only for the degraded bound, since an invalidation it could
 //!   not hear may have passed.
+mod deadlines;
 mod found;
+
+use deadlines::{to_memory, to_wire};
 
 pub(crate) use found::{Codec, Found, Wrote};
 
@@ -33,7 +36,7 @@ use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
 use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, StoreError, Wake};
-use super::wire::{Header, WireError};
+use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
 use std::collections::HashMap;
@@ -474,45 +477,5 @@ impl<K, V> Drop for Loading<K, V> {
                 loads.remove(&self.value_key);
             }
         }
-    }
-}
-
-/// A stored envelope on this cache's clock. Deadlines already past land on `now`.
-fn to_memory<V>(
-    header: &Header,
-    value: V,
-    server_now: u64,
-    now: Instant,
-    generation: u64,
-) -> Envelope<V> {
-    let at = |ms: u64| now + Duration::from_millis(ms.saturating_sub(server_now));
-    Envelope {
-        value,
-        // Its age counts from here: this clock cannot express moments before its start.
-        loaded_at: now,
-        fresh_until: at(header.fresh_until_ms),
-        stale_until: at(header.stale_until_ms),
-        keep_until: at(header.keep_until_ms),
-        delta: header.delta,
-        generation,
-        rearmed: false,
-        source_version: header.source_version,
-    }
-}
-
-/// A memory envelope's deadlines in server milliseconds.
-fn to_wire<V>(envelope: &Envelope<V>, server_now: u64, now: Instant, fence: u64) -> Header {
-    let ms = |at: Instant| {
-        let ahead = at.saturating_duration_since(now).as_millis();
-        server_now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
-    };
-    Header {
-        fresh_until_ms: ms(envelope.fresh_until),
-        stale_until_ms: ms(envelope.stale_until),
-        keep_until_ms: ms(envelope.keep_until),
-        loaded_at_ms: server_now,
-        delta: envelope.delta,
-        fence,
-        source_version: envelope.source_version,
     }
 }

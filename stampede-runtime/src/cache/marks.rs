@@ -1,0 +1,56 @@
+//! Source versions in memory: a value read at an older version than one memory holds, or
+//! than one invalidated since (the marks), is not stored.
+use super::Inner;
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::envelope::Envelope;
+use std::time::Duration;
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// Whether memory holds a value of `key` read at a newer source version than
+    /// `envelope`'s: two loads that crossed, the older one finishing last.
+    pub(super) fn older_than_held(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let Some(version) = envelope.source_version else {
+            return false;
+        };
+        (self.store.get_arc(key))
+            .and_then(|held| held.source_version)
+            .is_some_and(|held| held > version)
+    }
+
+    /// Raises `key`'s mark to `version`; `true` when the invalidation is news: not below
+    /// the mark before it (a retry at the mark applies again, as in the shared store) and
+    /// above the version of the value held.
+    pub(super) fn raise_mark(&self, key: &K, version: u64) -> bool {
+        let held = self.store.get(key).and_then(|held| held.source_version);
+        let marks = self.marks.get_or_init(|| {
+            // Bounded like the values: a mark outlives a value of its key, not the cache.
+            moka::sync::Cache::builder()
+                .max_capacity(self.policy.capacity())
+                .time_to_live(MARK_KEEP)
+                .build()
+        });
+        let mut above = true;
+        marks.entry(key.clone()).and_upsert_with(|mark| match mark {
+            Some(mark) if *mark.value() > version => {
+                above = false;
+                mark.into_value()
+            }
+            _ => version,
+        });
+        above && held.is_none_or(|held| held < version)
+    }
+
+    /// Whether `envelope` was read at a source version below `key`'s mark: older than a
+    /// change already invalidated, so memory must not keep it.
+    pub(super) fn below_mark(&self, key: &K, envelope: &Envelope<V>) -> bool {
+        let (Some(version), Some(marks)) = (envelope.source_version, self.marks.get()) else {
+            return false;
+        };
+        marks.get(key).is_some_and(|mark| mark > version)
+    }
+}
+
+/// How long a key's source-version mark outlives its last invalidation: the longest an
+/// invalidation or a lagging load may be delayed and still be recognized as late (the
+/// shared store keeps its marks as long).
+const MARK_KEEP: Duration = Duration::from_secs(24 * 3600);
