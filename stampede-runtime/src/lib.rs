@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+mod any_key;
 mod bounds;
 mod cache;
 mod cache_if;
@@ -37,6 +38,7 @@ mod policy;
 mod remote;
 mod runtime;
 mod stats;
+mod task;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod warmup;

@@ -8,10 +8,12 @@
 //! during the failing load keeps its error out), dropped by `invalidate` on this replica,
 //! by a value stored for the key, and by the expiry of `for`, read on the cache's clock.
 //! Another replica's invalidation does not reach them, so `for` should stay short.
+use crate::any_key::{AnyKey, DynKey};
 use crate::clock::Instant;
 use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,9 +57,11 @@ impl fmt::Debug for CacheErrors {
     }
 }
 
-/// The errors one cache keeps, each until its `for` ends.
+/// The errors one cache keeps, each until its `for` ends. Kept by [`AnyKey`], as any
+/// type: one table type for every cache (see `any_key`).
 pub(crate) struct KnownErrors<K, E> {
-    entries: moka::sync::Cache<K, (E, Instant)>,
+    entries: moka::sync::Cache<AnyKey, (Arc<dyn Any + Send + Sync>, Instant)>,
+    types: PhantomData<fn(K) -> E>,
 }
 
 impl<K, E> KnownErrors<K, E>
@@ -73,21 +77,23 @@ where
                 .max_capacity(capacity)
                 .time_to_live(ttl)
                 .build(),
+            types: PhantomData,
         }
     }
 
     /// The error kept for `key`, if its time has not run out.
     pub(crate) fn get(&self, key: &K, now: Instant) -> Option<E> {
-        let (error, until) = self.entries.get(key)?;
-        (now < until).then_some(error)
+        let (error, until) = self.entries.get(key as &dyn DynKey)?;
+        (now < until).then(|| error.downcast_ref::<E>().cloned())?
     }
 
     pub(crate) fn insert(&self, key: K, error: E, until: Instant) {
-        self.entries.insert(key, (error, until));
+        self.entries
+            .insert(AnyKey::new(key), (Arc::new(error), until));
     }
 
     pub(crate) fn remove(&self, key: &K) {
-        self.entries.invalidate(key);
+        self.entries.invalidate(key as &dyn DynKey);
     }
 
     pub(crate) fn clear(&self) {

@@ -22,6 +22,7 @@ use crate::flight::Outcome;
 use futures_util::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use tracing::Instrument;
 
@@ -45,6 +46,35 @@ pub(crate) trait Runner<K: CacheKey, V: LocalValue, E: CacheError, F> {
         origin: F,
         early: bool,
     ) -> impl Future<Output = Result<V, E>>;
+}
+
+/// A detached load's origin, boxed: the load's code (its steps, its task) is compiled once
+/// per cache type instead of once per origin, that is per cached function and per
+/// `Cache::load` call site. Boxed on the way to a load only, never on a hit; the
+/// allocations (and a clone of the key) are a miss's least cost.
+///
+/// It takes its key by value: a boxed `FnOnce(&K)` is a higher-ranked type, and the
+/// compiler cannot prove a load's future that holds one `Send`.
+type Origin<K, V, E> = Box<dyn FnOnce(K) -> OriginFuture<V, E> + Send>;
+
+type OriginFuture<V, E> = Pin<Box<dyn Future<Output = Result<V, E>> + Send>>;
+
+/// `origin` boxed (see [`Origin`]), as the `FnOnce(&K)` a load takes.
+pub(crate) fn boxed<K, V: 'static, E: 'static, F, Fut>(
+    origin: F,
+) -> impl FnOnce(&K) -> OriginFuture<V, E> + Send + 'static + use<K, V, E, F, Fut>
+where
+    K: Clone + Send + 'static,
+    F: FnOnce(&K) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<V, E>> + Send + 'static,
+{
+    keyed::<K, V, E>(Box::new(move |key| Box::pin(origin(&key))))
+}
+
+/// A boxed origin as an `FnOnce(&K)`: one closure type per cache type, made outside
+/// [`boxed`] so that it does not depend on the origin's type.
+fn keyed<K: Clone, V, E>(origin: Origin<K, V, E>) -> impl FnOnce(&K) -> OriginFuture<V, E> + Send {
+    move |key| origin(key.clone())
 }
 
 /// The leader's steps as a task of their own (see the module's documentation).
@@ -240,7 +270,7 @@ where
 {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            drop(runtime.spawn(task));
+            drop(runtime.spawn(crate::task::boxed(task)));
             Ok(())
         }
         Err(_) => Err(task),

@@ -1,7 +1,7 @@
 //! The public loads and the hit path: a lookup and a timestamp compare answer a fresh
 //! value; anything else is handed whole to the load (`load.rs`), in the leader mode the
 //! method names. The caller's deadline, which bounds a miss, is here too.
-use super::leader::{Detached, Inline};
+use super::leader::{boxed, Detached, Inline};
 use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
@@ -39,7 +39,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     {
         match self.lookup(&key) {
             Lookup::Fresh(value) => Ok(value),
-            Lookup::Load(found) => self.load_found::<Detached, _, _>(key, found, origin).await,
+            Lookup::Load(found) => {
+                (self.load_found::<Detached, _, _>(key, found, boxed(origin))).await
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! Source versions in memory: a value read at an older version than one memory holds, or
 //! than one invalidated since (the marks), is not stored.
 use super::Inner;
+use crate::any_key::{AnyKey, DynKey};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::envelope::Envelope;
 use std::time::Duration;
@@ -30,13 +31,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 .build()
         });
         let mut above = true;
-        marks.entry(key.clone()).and_upsert_with(|mark| match mark {
-            Some(mark) if *mark.value() > version => {
-                above = false;
-                mark.into_value()
-            }
-            _ => version,
-        });
+        marks
+            .entry(AnyKey::new(key.clone()))
+            .and_upsert_with(|mark| match mark {
+                Some(mark) if *mark.value() > version => {
+                    above = false;
+                    mark.into_value()
+                }
+                _ => version,
+            });
         above && held.is_none_or(|held| held < version)
     }
 
@@ -46,7 +49,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let (Some(version), Some(marks)) = (envelope.source_version, self.marks.get()) else {
             return false;
         };
-        marks.get(key).is_some_and(|mark| mark > version)
+        marks
+            .get(key as &dyn DynKey)
+            .is_some_and(|mark| mark > version)
     }
 }
 

@@ -26,7 +26,7 @@ mod remote;
 mod settle;
 mod write;
 
-pub(crate) use leader::{Detached, Inline};
+pub(crate) use leader::{boxed, Detached, Inline};
 pub use lookup::{Lookup, Unanswered};
 
 use crate::admission::Gate;
@@ -281,8 +281,9 @@ pub(crate) struct Inner<K, V, E> {
     remote: Option<RemoteSide<K, V>>,
     source_version: Option<fn(&V) -> u64>,
     /// In memory only (the shared store keeps its own): the highest source version
-    /// invalidated per key, kept as long as the shared store keeps its marks.
-    marks: OnceLock<moka::sync::Cache<K, u64>>,
+    /// invalidated per key, kept as long as the shared store keeps its marks. Keyed as
+    /// any type: one table type for every cache (see `any_key`).
+    marks: OnceLock<moka::sync::Cache<crate::any_key::AnyKey, u64>>,
     /// Itself, for the notice listener it starts.
     me: Weak<Inner<K, V, E>>,
 }

@@ -10,7 +10,7 @@
 //! run. Every bound on an origin (`Send`, `'static`, its output) stays on the methods of
 //! both, so a body that is not `Send` is still reported, here as everywhere.
 use crate::bounds::{CacheError, CacheKey, CacheValue, LocalValue};
-use crate::cache::{Cache, Detached, Inline, Lookup, Unanswered};
+use crate::cache::{boxed, Cache, Detached, Inline, Lookup, Unanswered};
 use crate::error::Error;
 use crate::handle::Claim;
 use crate::handle::Handle;
@@ -274,7 +274,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Calls<K, V, E> for &Asserted<K, 
         F: FnOnce(&K) -> Fut + Send + 'static,
         Fut: Future<Output = Result<V, E>> + Send + 'static,
     {
-        cache.load_found::<Detached, _, _>(key, found, origin)
+        cache.load_found::<Detached, _, _>(key, found, boxed(origin))
     }
 
     #[inline]

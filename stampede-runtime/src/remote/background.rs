@@ -35,5 +35,5 @@ pub(crate) fn spawn<T>(task: T)
 where
     T: Future<Output = ()> + Send + 'static,
 {
-    drop(handle().spawn(task));
+    drop(handle().spawn(crate::task::boxed(task)));
 }

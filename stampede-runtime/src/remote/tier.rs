@@ -39,6 +39,7 @@ use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, StoreErro
 use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -58,7 +59,7 @@ pub(crate) struct Tier<K, V> {
     /// no newer leaves it. Not bounded by a capacity of its own: an entry leaves when
     /// memory lets go of its copy ([`Tier::dropped`]), so every copy memory holds can be
     /// found (a bookkeeping that evicted on its own would leave copies deaf to notices).
-    copies: moka::sync::Cache<String, MemoryCopy<K>>,
+    copies: moka::sync::Cache<String, MemoryCopy>,
     /// Value key → the loads of it running now.
     loading: Mutex<HashMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
@@ -67,16 +68,22 @@ pub(crate) struct Tier<K, V> {
     held_elsewhere: moka::sync::Cache<String, (Instant, Duration)>,
 }
 
-/// What a notice needs to find a memory copy and judge it.
+/// What a notice needs to find a memory copy and judge it. The key is kept as any type,
+/// so the table is one type for every cache (its code compiled once: see `any_key`).
 #[derive(Clone)]
-struct MemoryCopy<K> {
-    key: K,
+struct MemoryCopy {
+    key: Arc<dyn Any + Send + Sync>,
     /// The fence its value was read or written under.
     fence: u64,
     /// The memory envelope's generation, to tell this copy from a newer one of the key.
     generation: u64,
     /// The subscription epoch its load began under (0: none was up).
     since: u64,
+}
+
+/// The key a memory copy was made of (always of its tier's key type).
+fn key_of<K: Clone + 'static>(copy: &MemoryCopy) -> Option<K> {
+    copy.key.downcast_ref::<K>().cloned()
 }
 
 /// The running loads of one key, and the highest fence any of their reads returned.
@@ -145,7 +152,7 @@ where
         since: u64,
     ) {
         let copy = MemoryCopy {
-            key: key.clone(),
+            key: Arc::new(key.clone()),
             fence,
             generation,
             since,
@@ -184,7 +191,7 @@ where
         }
         self.copies
             .remove(&notice.key)
-            .map(|copy| (copy.key, copy.since))
+            .and_then(|copy| Some((key_of(&copy)?, copy.since)))
     }
 
     /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping
@@ -210,7 +217,7 @@ where
             .copies
             .iter()
             .filter(|(_, copy)| copy.fence > 0 && copy.since < before)
-            .map(|(entry, copy)| (entry, copy.key))
+            .filter_map(|(entry, copy)| Some((entry, key_of(&copy)?)))
             .collect();
         heard
             .into_iter()
