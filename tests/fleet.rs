@@ -715,7 +715,9 @@ async fn one_refresh_for_the_fleet(backend: fn(String) -> Backend, name: &str) {
                 .unwrap()
         })
         .collect();
-    let fresh = Duration::from_millis(300);
+    // Long enough that "new", once stored, stays fresh while every replica reads it, even
+    // on a busy machine: a second refresh would be a refresh of "new", not of "old".
+    let fresh = Duration::from_secs(1);
     let policy = Policy::builder(name)
         .fresh(fresh)
         .stale(Duration::from_secs(30))
