@@ -17,6 +17,7 @@
 //! so the work is linear in what is owed and no caller waits for all of it.
 use super::background;
 use super::keys::EntryKey;
+#[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisStore};
 use super::store::{Invalidated, LeaseRequest, LeaseToken, Read, RemoteStore, StoreError};
 use super::wire::Wire;
@@ -98,6 +99,16 @@ impl Remote {
         Ok(remote)
     }
 
+    #[cfg(not(feature = "redis"))]
+    fn connect(_: &BackendSettings) -> Result<Self, StoreError> {
+        Err(StoreError::Backend(
+            "this build of stampede has no Redis client: enable its `redis` feature \
+             (on by default)"
+                .into(),
+        ))
+    }
+
+    #[cfg(feature = "redis")]
     fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
         let mut config = match (&settings.url, settings.nodes.as_slice()) {
             (Some(url), []) => RedisConfig::new(url.clone()),
