@@ -266,6 +266,14 @@ impl Layers {
             (self.backend.value.resolve()).map_err(|(key, why)| self.backend.refuse(key, why))?;
         let backend =
             (backend_settings.available()).map_err(|(key, why)| self.backend.refuse(key, why))?;
+        if !cfg!(feature = "redis") && backend != Backend::Memory {
+            // Refused here, not at the first load: a fleet that silently cached per process
+            // would break every guarantee the shared store gives.
+            return Err(self.backend.refuse(
+                "kind",
+                "the \"redis\" and \"tiered\" kinds need stampede's `redis` feature (on by default), which this build leaves out".to_owned(),
+            ));
+        }
         let mut admissions = HashMap::new();
         for (name, spec) in &self.admissions {
             let Some(limit) = spec.value.limit else {

@@ -38,3 +38,22 @@ fn the_file_and_the_environment_read_the_one_duration_grammar() {
         assert!(in_env.message().starts_with(&refusal), "{in_env}");
     }
 }
+
+/// A file naming Redis: accepted with the `redis` feature; without it, refused when the
+/// runtime is built, under the key that asked for it, rather than caching per process.
+#[test]
+fn a_redis_backend_needs_the_redis_feature() {
+    let path = Path::new("stampede.toml");
+    let text = "[backend]\nkind = \"tiered\"\nurl = \"redis://127.0.0.1:6379\"\n";
+    let settings = file::parse(path, text).unwrap();
+    let mut layers = Layers::default();
+    layers.backend.merge(settings.backend);
+    let checked = layers.check();
+    if cfg!(feature = "redis") {
+        assert!(checked.is_ok(), "{checked:?}");
+    } else {
+        let refused = checked.expect_err("refused without the feature");
+        assert_eq!(refused.key(), Some("backend.kind"));
+        assert!(refused.message().contains("`redis` feature"), "{refused}");
+    }
+}

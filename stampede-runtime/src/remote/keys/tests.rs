@@ -120,6 +120,7 @@ fn map_entries_are_sorted_so_hash_order_does_not_matter() {
     assert_eq!(encode(&forward), encode(&sorted));
 }
 
+#[cfg(feature = "redis")]
 #[test]
 fn derived_keys_share_the_value_keys_cluster_slot() {
     let key = EntryKey::new("stampede", "user-profile", 1, &("a{b}c", "}{", 42)).unwrap();
@@ -135,6 +136,7 @@ fn derived_keys_share_the_value_keys_cluster_slot() {
     );
 }
 
+#[cfg(feature = "redis")]
 #[test]
 fn the_slot_function_matches_redis_cluster() {
     // From the Redis Cluster specification: CRC16 of "123456789" is 0x31C3 (below 16384,
@@ -146,6 +148,7 @@ fn the_slot_function_matches_redis_cluster() {
     );
 }
 
+#[cfg(feature = "redis")]
 /// The text Redis Cluster hashes: between the first `{` and the next `}` if not empty.
 fn hash_tag(key: &str) -> &str {
     if let Some(open) = key.find('{')
@@ -157,6 +160,7 @@ fn hash_tag(key: &str) -> &str {
     key
 }
 
+#[cfg(feature = "redis")]
 /// The slot the cluster connection routes `key` to (the one implementation).
 fn cluster_slot(key: &str) -> u16 {
     crate::remote::redis::cluster::slot(key.as_bytes())
