@@ -64,6 +64,7 @@ mod environment;
 mod everyday;
 mod faults;
 mod fences;
+mod fixtures;
 mod fleet;
 mod freshness;
 mod global_runtime;

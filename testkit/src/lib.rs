@@ -22,6 +22,3 @@ pub use cluster::RedisCluster;
 pub use proxy::Proxy;
 pub use server::{RedisServer, REQUIRE_REDIS_VAR};
 pub use skewed::Skewed;
-
-#[cfg(test)]
-mod tests;

@@ -1,4 +1,7 @@
-use super::RedisServer;
+//! testkit's own fixtures: the proxy's black hole, a restart on the same port, and a local
+//! cluster that forms, migrates a slot and survives a restart. Here, not in testkit's unit
+//! tests, so that they run beside the other tests instead of in a binary of their own.
+use testkit::{RedisCluster, RedisServer};
 
 #[test]
 fn black_hole_holds_replies_until_healed() {
@@ -31,7 +34,7 @@ fn black_hole_holds_replies_until_healed() {
 
 #[test]
 fn a_cluster_forms_migrates_a_slot_and_survives_a_restart() {
-    let Some(mut cluster) = super::RedisCluster::start() else {
+    let Some(mut cluster) = RedisCluster::start() else {
         return;
     };
     // `{a}` hashes to slot 15495.
