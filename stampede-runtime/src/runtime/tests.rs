@@ -165,11 +165,9 @@ async fn an_override_sets_how_many_hot_keys_a_cache_counts() {
         .function("counted", Overrides::new().hot_keys(1))
         .build()
         .unwrap();
-    let policy = Policy::builder("counted")
-        .fresh(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let cache: crate::Cache<u64, u64> = crate::Cache::builder(policy).runtime(&runtime).build();
+    let cache: crate::Cache<u64, u64> = crate::Cache::builder(policy("counted"))
+        .runtime(&runtime)
+        .build();
     for key in [1, 2, 3] {
         cache
             .load(key, move || async move { Ok(key) })
