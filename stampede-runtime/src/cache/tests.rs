@@ -26,6 +26,7 @@ async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
 /// store's thread, which other replicas of the process keep busy: it may come after the
 /// cache made copies and began loads under that subscription. Those heard every notice
 /// and stay; what began under an earlier subscription (or none) is dropped and detached.
+#[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     use crate::remote::store::{Notice, NoticeKind, StoreEvent};

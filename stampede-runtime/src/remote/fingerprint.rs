@@ -16,6 +16,7 @@
 //! which still tells different types apart but not a changed definition under the same
 //! name; bumping the cache's `version` is the way to retire such values.
 use serde::de::DeserializeOwned;
+#[cfg(feature = "redis")]
 use serde_reflection::{Tracer, TracerConfig};
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -38,6 +39,7 @@ pub(crate) fn of<V: DeserializeOwned + 'static>() -> u64 {
 }
 
 /// The traced shape as text, or the type name when it cannot be traced.
+#[cfg(feature = "redis")]
 fn shape<V: DeserializeOwned>() -> String {
     // A `Deserialize` of the application's own may panic on the tracer's made-up input;
     // that must cost it the shape, not the process.
@@ -53,6 +55,14 @@ fn shape<V: DeserializeOwned>() -> String {
     }
 }
 
+/// Without the `redis` feature no envelope leaves the process, so nothing reads a
+/// fingerprint; the type's name keeps the function whole without the tracer (and the
+/// crates it brings).
+#[cfg(not(feature = "redis"))]
+fn shape<V>() -> String {
+    format!("type {}", std::any::type_name::<V>())
+}
+
 /// FNV-1a, 64 bits: stable across processes, builds and platforms, unlike `std`'s hashers.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
@@ -60,5 +70,5 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 mod tests;
