@@ -6,13 +6,16 @@
 //! callers saw:
 //!
 //! ```text
-//! cargo run --release --example herd -- --rate 2000 --duration 3 --origin-ms 50
+//! cargo run --release --example herd --no-default-features -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
 //!
 //! `--flush` runs the many-keys scenario instead (`flush.rs`), `--fleet N` the herd across
-//! N replicas sharing one Redis (`fleet.rs`); `--chart herd.svg` also draws origin calls
-//! per 100 ms for each strategy (`chart.rs`).
+//! N replicas sharing one Redis (`fleet.rs`, which needs the default `redis` feature:
+//! `cargo run --release --example herd -- --fleet 8`); `--chart herd.svg` also draws origin
+//! calls per 100 ms for each strategy (`chart.rs`). Without `--fleet` the herd runs on
+//! memory, so `--no-default-features` leaves the Redis client, most of the build, out.
 mod chart;
+#[cfg(feature = "redis")]
 mod fleet;
 mod flush;
 
@@ -304,8 +307,19 @@ fn main() -> ExitCode {
     if let Some(code) = flush::dispatch(std::env::args().skip(1)) {
         return code;
     }
+    #[cfg(feature = "redis")]
     if let Some(code) = fleet::dispatch(std::env::args().skip(1)) {
         return code;
+    }
+    // The README's command builds the herd on memory alone (`--no-default-features`): the
+    // Redis client is most of the build, and only `--fleet` uses it.
+    #[cfg(not(feature = "redis"))]
+    if std::env::args().any(|arg| arg == "--fleet") {
+        eprintln!(
+            "herd --fleet: this build has no Redis client (built with --no-default-features); \
+             run it with the default features:\n  cargo run --release --example herd -- --fleet 8"
+        );
+        return ExitCode::from(2);
     }
     let settings = match parse(std::env::args().skip(1)) {
         Ok(settings) => settings,
