@@ -7,7 +7,7 @@ use syn::{Expr, Ident, LitStr, PatIdent, Path, Type};
 /// How the leader runs the origin (ARCHITECTURE.md, decision 1).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Every argument is owned: the origin runs as its own task.
+    /// Every argument is owned: the origin outlives its callers.
     Detached,
     /// Something borrows: the origin runs in the leading caller, with takeover.
     Inline,

@@ -42,7 +42,7 @@ pub struct Handle<K, V, E = Error, B = ExpressionKey<K>> {
 /// How a cached function's leader runs its origin (see the leader-mode table in `docs/behaviour.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaderMode {
-    /// Every argument is owned: the origin runs as its own task ([`Cache::load`]).
+    /// Every argument is owned: the origin outlives its callers ([`Cache::load`]).
     Detached,
     /// An argument borrows: the origin runs in the leading caller, and a waiter takes
     /// over if that caller goes away ([`Cache::load_inline`]).

@@ -7,7 +7,7 @@
 //! | | [`Cache::load`] (detached) | [`Cache::load_inline`] (inline with takeover) |
 //! |---|---|---|
 //! | for origins that | own everything (`'static + Send`) | borrow (`&self`, `&PgPool`) |
-//! | the leader's origin runs | as its own Tokio task | in the leading caller's task |
+//! | the leader's origin runs | in the leading caller's task while it waits; as a Tokio task of its own once it stops waiting | in the leading caller's task |
 //! | a waiting caller times out or is dropped | the load goes on and fills the cache | the load goes on and fills the cache |
 //! | the leading caller times out or is dropped | the load goes on and fills the cache | its origin call stops; one waiter takes over |
 //! | the origin panics | every waiter gets `Error::OriginPanicked` | the panic reaches the leader's caller; one waiter takes over |

@@ -81,7 +81,7 @@ pub(super) fn load_mode(name: &Ident, value: &RawValue, cx: &mut Ctxt) -> Option
         ("inline", LoadMode::Inline),
         ("detached", LoadMode::Detached),
     ];
-    let help = "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (as its own task)";
+    let help = "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (it outlives the caller)";
     choice(name, value, cx, &words, help)
 }
 

@@ -1,5 +1,5 @@
 //! `clone(...)`: borrowed arguments (or `self`) the origin runs on an owned clone of, so
-//! it can run as a task of its own.
+//! it can outlive the call (as a task of its own once the caller stops waiting).
 use super::signature;
 use crate::args::Args;
 use crate::ctxt::Ctxt;

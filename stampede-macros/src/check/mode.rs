@@ -1,5 +1,5 @@
-//! How the leader runs the origin: as a task of its own (detached) where no argument
-//! borrows, else in the leading caller (inline).
+//! How the leader runs the origin: so that it may outlive its callers (detached) where no
+//! argument borrows, else in the leading caller only (inline).
 use crate::args::{LoadMode, Set};
 use crate::ctxt::Ctxt;
 use crate::plan::{Mode, Param};
@@ -26,7 +26,7 @@ pub(super) fn leader_mode(
             for (span, arg) in &borrowing {
                 cx.error_at(
                     *span,
-                    format!("`mode = detached` runs the origin as its own task, which may outlive this call, so it cannot hold the borrowed `{arg}`: write `clone({arg})` if it is cheap to clone (a pool, a client, an `Arc`), pass it owned, or drop `mode = detached`"),
+                    format!("`mode = detached` lets the origin outlive this call (it goes on as a task of its own when the caller stops waiting), so it cannot hold the borrowed `{arg}`: write `clone({arg})` if it is cheap to clone (a pool, a client, an `Arc`), pass it owned, or drop `mode = detached`"),
                 );
             }
             Mode::Detached

@@ -50,7 +50,7 @@ pub(super) fn handle_const(
 fn handle_doc(plan: &Plan, fn_text: &str) -> String {
     let mode_doc = match plan.mode {
         _ if plan.sync => "blocking: a plain `fn`, whose callers are threads; the origin runs in the leading thread, a thread that finds a load running blocks until it settles, and one takes over if the leader panics",
-        Mode::Detached => "detached: every argument is owned or cloned for the origin, so the origin runs as its own task and a caller that gives up never cancels a load others wait for",
+        Mode::Detached => "detached: every argument is owned or cloned for the origin, so the origin outlives its callers and a caller that gives up never cancels a load others wait for",
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     format!(

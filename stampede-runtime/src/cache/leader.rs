@@ -2,7 +2,8 @@
 //! steps run (as their own task, or in the leading caller) and what the caller that
 //! triggered a refresh is answered. Everything else about a load is one path (`load.rs`).
 //!
-//! - [`Detached`]: the leader's steps are a Tokio task of their own, so no caller's
+//! - [`Detached`]: the leading caller drives the leader's steps while it waits, and they
+//!   become a Tokio task of their own when it stops waiting ([`Handoff`]), so no caller's
 //!   cancellation stops work others wait for; an origin's panic is caught and shared as
 //!   [`Error::OriginPanicked`]; a refresh runs in the background.
 //! - [`Inline`]: the leader's steps run in the leading caller's task, for origins that
@@ -18,12 +19,13 @@ use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::deadline;
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::flight::Outcome;
+use crate::flight::{Outcome, Waiter};
 use futures_util::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use tracing::Instrument;
 
 /// How a leader runs a load: [`Detached`] or [`Inline`]. `F` is the caller's origin.
@@ -77,7 +79,7 @@ fn keyed<K: Clone, V, E>(origin: Origin<K, V, E>) -> impl FnOnce(&K) -> OriginFu
     move |key| origin(key.clone())
 }
 
-/// The leader's steps as a task of their own (see the module's documentation).
+/// The leader's steps outlive their callers (see the module's documentation).
 pub(crate) struct Detached;
 
 /// The leader's steps in the leading caller's task (see the module's documentation).
@@ -97,22 +99,26 @@ where
         leader: LoadLeader<K, V, E>,
         origin: F,
     ) -> Result<V, E> {
-        let waiter = leader.waiter();
+        // Only a shared store answers the callers of a miss before its load ends (a stale
+        // value there, served while the load refreshes it): the leading caller listens
+        // for that beside the load.
+        let early = inner.remote.is_some().then(|| leader.waiter());
         let origin = bind(origin, &key);
         let purpose = Purpose::Miss { detached: true };
         let load = inherit(detached(inner.clone(), key, leader, origin, purpose));
-        // Boxed in a statement of its own: a binding alive across an `.await` is stored in
-        // this future, and the load is most of a waiting caller's memory otherwise.
-        let unspawned = spawn(load).err().map(Box::pin);
-        match unspawned {
-            None => match waiter.await {
-                Outcome::Done(answer) => answer,
-                Outcome::Abandoned => Err(inner.fail(Error::Aborted {
-                    cache: inner.policy.name().clone(),
-                })),
-            },
-            // No Tokio runtime to run it on: this caller runs it.
-            Some(load) => load.await,
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No Tokio runtime to hand it to: this caller runs it to the end.
+            return Box::pin(load).await;
+        };
+        // Boxed, as the task it may become: the load is most of a waiting caller's memory
+        // otherwise.
+        let load = Handoff {
+            load: Some(Box::pin(load)),
+            runtime,
+        };
+        match early {
+            None => load.await,
+            Some(waiter) => first_answer(load, waiter, inner).await,
         }
     }
 
@@ -260,6 +266,78 @@ pub(super) fn leads(id: u64) -> bool {
 fn inherit<T: Future>(task: T) -> impl Future<Output = T::Output> {
     let leading = LEADING.try_with(Vec::clone).unwrap_or_default();
     LEADING.scope(leading, task)
+}
+
+/// A detached miss's load, run by its leading caller while that caller waits for it:
+/// no task to spawn and no wake-up from another task, the cost of a miss that nobody
+/// abandons. A caller that stops waiting (its deadline passed, it was dropped, or a stale
+/// value answered it) drops this, and what is left of the load becomes a task of its own:
+/// no caller's cancellation stops work others wait for, and the result still fills the
+/// cache.
+struct Handoff<T>
+where
+    T: Future + Send + 'static,
+    T::Output: Send + 'static,
+{
+    /// `None` once the load has ended.
+    load: Option<Pin<Box<T>>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl<T> Future for Handoff<T>
+where
+    T: Future + Send + 'static,
+    T::Output: Send + 'static,
+{
+    type Output = T::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let Some(load) = self.load.as_mut() else {
+            unreachable!("a load polled after it ended");
+        };
+        let answer = std::task::ready!(load.as_mut().poll(cx));
+        self.load = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl<T> Drop for Handoff<T>
+where
+    T: Future + Send + 'static,
+    T::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(load) = self.load.take() {
+            drop(self.runtime.spawn(crate::task::boxed(load)));
+        }
+    }
+}
+
+/// The leading caller's answer when a shared store may answer it before the load ends:
+/// the load's own, or the flight's when that comes first (the rest of the load then goes
+/// on as its own task, as [`Handoff`] does).
+fn first_answer<K, V, E, T>(
+    mut load: Handoff<T>,
+    mut waiter: Waiter<Result<V, E>>,
+    inner: &Arc<Inner<K, V, E>>,
+) -> impl Future<Output = Result<V, E>> + '_
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    T: Future<Output = Result<V, E>> + Send + 'static,
+{
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(answer) = Pin::new(&mut load).poll(cx) {
+            return Poll::Ready(answer);
+        }
+        Pin::new(&mut waiter).poll(cx).map(|outcome| match outcome {
+            Outcome::Done(answer) => answer,
+            Outcome::Abandoned => Err(inner.fail(Error::Aborted {
+                cache: inner.policy.name().clone(),
+            })),
+        })
+    })
 }
 
 /// Runs `task` as its own Tokio task, or hands it back when there is no runtime to run it.

@@ -400,7 +400,7 @@ enum Turn<K: Hash + Eq + Clone, V: Clone, E: Clone> {
 
 /// Why a leader loads.
 pub(super) enum Purpose<V> {
-    /// Nothing servable in memory. `detached`: the load runs as its own task, so its
+    /// Nothing servable in memory. `detached`: the load outlives its callers, so its
     /// callers may be answered (with a stale value from the shared store) before it ends.
     Miss { detached: bool },
     /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served

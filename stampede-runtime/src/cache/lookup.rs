@@ -17,8 +17,10 @@ use std::time::Duration;
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Returns `key`'s value, loading it through `origin` when nothing servable is cached.
     ///
-    /// **Detached mode**: the origin runs as its own Tokio task. A caller that times out or
-    /// is dropped never cancels work others wait for, and the result still fills the cache.
+    /// **Detached mode**: the origin outlives its callers. The leading caller runs the load
+    /// while it waits (no task to spawn); when it stops waiting, what is left becomes a
+    /// Tokio task of its own. A caller that times out or is dropped never cancels work
+    /// others wait for, and the result still fills the cache.
     /// Stale-window and XFetch refreshes run in the background. A panicking origin gives
     /// every waiter [`Error::OriginPanicked`]. Outside a Tokio runtime it behaves like
     /// [`Cache::load_inline`].

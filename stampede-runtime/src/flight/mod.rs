@@ -19,7 +19,7 @@
 //! through `super::sync`.
 mod registry;
 
-pub(crate) use registry::{Flights, Join, Leader, Outcome};
+pub(crate) use registry::{Flights, Join, Leader, Outcome, Waiter};
 
 /// The locks the registry is built on; the tests compile it again on shuttle's.
 mod sync {
