@@ -7,7 +7,7 @@ prints Markdown: the machine line, one table per group, and the targets as ratio
 
     cargo bench -p stampede-benches
     python3 scripts/bench-table.py                       # print the tables
-    python3 scripts/bench-table.py --memory              # also run the memory example
+    python3 scripts/bench-table.py --memory              # also run the memory measurement
     python3 scripts/bench-table.py --memory --write docs/performance.md
                                       # replace the text between the page's markers
 
@@ -215,7 +215,7 @@ def targets(fresh, contended, storm, storm_notes):
 
 def memory_tables():
     run = subprocess.run(["cargo", "run", "--quiet", "--release", "-p", "stampede-benches",
-                          "--example", "memory"],
+                          "--bin", "memory"],
                          cwd=ROOT, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"the memory example failed:\n{run.stderr}")
@@ -227,7 +227,7 @@ def main():
     parser.add_argument("--dir", type=Path, default=None,
                         help="criterion's output directory (default: target/criterion)")
     parser.add_argument("--memory", action="store_true",
-                        help="also run the memory example (package stampede-benches) and add its tables")
+                        help="also run the memory measurement (package stampede-benches, `--bin memory`) and add its tables")
     parser.add_argument("--note", default="",
                         help="a sentence about the run, printed under the machine line")
     parser.add_argument("--write", type=Path, metavar="PAGE",
