@@ -13,6 +13,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use redis::aio::ConnectionManager;
 use stampede::{Backend, Cache, Policy, Runtime};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use testkit::{RedisCluster, RedisServer};
 
@@ -28,6 +29,25 @@ fn cache(runtime: &Runtime, name: &str) -> Cache<u64, String> {
         .build()
         .expect("a valid policy");
     Cache::builder(policy).runtime(runtime).build()
+}
+
+/// Calls that reached the origin where a hit was expected: a slow or lost answer from
+/// Redis sends a call there (a degraded replica loads for itself, a tiered node that lost
+/// its subscription drops its copies). Counted and reported, not a panic: the run goes on,
+/// and says which of its figures include misses.
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+async fn missed() -> Result<String, stampede::Error> {
+    MISSES.fetch_add(1, Ordering::Relaxed);
+    Ok(value())
+}
+
+/// Reports the calls of contestant `name` that missed, if any, and starts counting anew.
+fn report_misses(name: &str) {
+    let misses = MISSES.swap(0, Ordering::Relaxed);
+    if misses > 0 {
+        eprintln!("shared_hit/{name}: {misses} calls reached the origin; its figure includes them");
+    }
 }
 
 fn replica(backend: Backend) -> Runtime {
@@ -99,26 +119,17 @@ fn shared_hit(c: &mut Criterion) {
         })
     });
     group.bench_function("stampede redis backend hit", |b| {
-        b.iter_custom(|iters| {
-            timed(&tokio, iters, || {
-                redis_cache.load(KEY, || async { unreachable!("a shared hit") })
-            })
-        })
+        b.iter_custom(|iters| timed(&tokio, iters, || redis_cache.load(KEY, missed)))
     });
+    report_misses("stampede redis backend hit");
     group.bench_function("stampede memory hit", |b| {
-        b.iter_custom(|iters| {
-            timed(&tokio, iters, || {
-                memory_cache.load(KEY, || async { unreachable!("a fresh hit") })
-            })
-        })
+        b.iter_custom(|iters| timed(&tokio, iters, || memory_cache.load(KEY, missed)))
     });
+    report_misses("stampede memory hit");
     group.bench_function("stampede tiered hit", |b| {
-        b.iter_custom(|iters| {
-            timed(&tokio, iters, || {
-                tiered_cache.load(KEY, || async { unreachable!("a fresh hit") })
-            })
-        })
+        b.iter_custom(|iters| timed(&tokio, iters, || tiered_cache.load(KEY, missed)))
     });
+    report_misses("stampede tiered hit");
     let cluster = RedisCluster::start().expect("redis-server runs, so a cluster starts");
     let cluster_cache = cache(
         &replica(Backend::redis_cluster(cluster.node_urls())),
@@ -127,12 +138,9 @@ fn shared_hit(c: &mut Criterion) {
     let filled = tokio.block_on(cluster_cache.load(KEY, || async { Ok(value()) }));
     assert_eq!(filled.as_deref(), Ok(value().as_str()));
     group.bench_function("stampede redis backend hit, 3-master cluster", |b| {
-        b.iter_custom(|iters| {
-            timed(&tokio, iters, || {
-                cluster_cache.load(KEY, || async { unreachable!("a shared hit") })
-            })
-        })
+        b.iter_custom(|iters| timed(&tokio, iters, || cluster_cache.load(KEY, missed)))
     });
+    report_misses("stampede redis backend hit, 3-master cluster");
     group.finish();
     drop(cluster);
     // Touch the connection so it outlives the group (and the server outlives both).
