@@ -20,7 +20,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// **Detached mode**: the origin outlives its callers. The leading caller runs the load
     /// while it waits (no task to spawn); when it stops waiting, what is left becomes a
     /// Tokio task of its own. A caller that times out or is dropped never cancels work
-    /// others wait for, and the result still fills the cache.
+    /// others wait for, and the result still fills the cache. So the origin must not
+    /// rely on the caller's task-locals (`tokio::task_local!`): it may finish without
+    /// them.
     /// Stale-window and XFetch refreshes run in the background. A panicking origin gives
     /// every waiter [`Error::OriginPanicked`]. Outside a Tokio runtime it behaves like
     /// [`Cache::load_inline`].
