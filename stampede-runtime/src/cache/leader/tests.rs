@@ -48,8 +48,8 @@ async fn a_detached_miss_runs_in_its_caller_until_the_caller_stops_waiting() {
         .unwrap();
     assert_eq!(during as usize, before, "no task was spawned for the load");
 
-    let (started, release) = (tokio::sync::Notify::new(), tokio::sync::Notify::new());
-    let (started, release) = (std::sync::Arc::new(started), std::sync::Arc::new(release));
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
     let origin = {
         let (started, release) = (started.clone(), release.clone());
         move || async move {
