@@ -40,6 +40,8 @@ pub struct Policy {
     enabled: bool,
     cache_if: Option<CacheIf>,
     cache_errors: Option<CacheErrors>,
+    max_batch: usize,
+    batch_window: Duration,
 }
 
 /// Defaults: no stale window, coalescing on, no jitter, no XFetch, no deadline,
@@ -50,6 +52,11 @@ impl Policy {
     /// outlives it lets one waiting replica load too, and the older of the two values is
     /// refused by the fence), short enough that a crashed loader delays its key briefly.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
+    /// The most keys one origin call of a batch load asks for, unless set.
+    pub const DEFAULT_MAX_BATCH: usize = 100;
+    /// How long a batch load gathers keys that are not yet ready to be asked for (say,
+    /// a shared-store read still under way), unless set.
+    pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(1);
 
     /// Starts a policy for the cache `name`; `fresh` must be set before [`PolicyBuilder::build`].
     pub fn builder(name: impl Into<Arc<str>>) -> PolicyBuilder {
@@ -73,6 +80,8 @@ impl Policy {
                 enabled: true,
                 cache_if: None,
                 cache_errors: None,
+                max_batch: Self::DEFAULT_MAX_BATCH,
+                batch_window: Self::DEFAULT_BATCH_WINDOW,
             },
         }
     }
@@ -146,6 +155,16 @@ impl Policy {
     /// Whether the cache caches at all; when off, every call goes straight to the origin.
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+    /// The most keys one origin call of [`Cache::load_many`](crate::Cache::load_many) asks
+    /// for; more are split into calls of at most this many.
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+    /// How long [`Cache::load_many`](crate::Cache::load_many) gathers the keys that will
+    /// need the origin before it asks for those it has.
+    pub fn batch_window(&self) -> Duration {
+        self.batch_window
     }
 
     /// Whether a loaded value is stored (see [`PolicyBuilder::cache_if`]); a value that is
@@ -305,6 +324,19 @@ impl PolicyBuilder {
         self.policy.version = version;
         self
     }
+    /// The most keys one origin call of a batch load asks for (default
+    /// [`Policy::DEFAULT_MAX_BATCH`], `1..=100_000`).
+    pub fn max_batch(mut self, keys: usize) -> Self {
+        self.policy.max_batch = keys;
+        self
+    }
+    /// How long a batch load gathers keys whose loads are not yet ready to ask the origin
+    /// (default [`Policy::DEFAULT_BATCH_WINDOW`], above zero, at most 1 s). A batch whose
+    /// every key is ready asks at once, without waiting it out.
+    pub fn batch_window(mut self, window: Duration) -> Self {
+        self.policy.batch_window = window;
+        self
+    }
     /// Whether to cache at all (default true). Off, every call runs the origin directly:
     /// no store, no coalescing, no deadline, no admission; each call counts as an origin
     /// call. Operators switch it per function in the runtime configuration.
@@ -353,6 +385,8 @@ impl Policy {
         }
         settings::capacity("capacity", self.capacity)?;
         settings::hot_keys("hot_keys", self.hot_keys as u64)?;
+        settings::max_batch("max_batch", self.max_batch as u64)?;
+        settings::batch_window("batch_window", self.batch_window)?;
         if let Some(ttl) = self.error_ttl() {
             settings::positive("cache_errors", ttl)?;
             settings::within_horizon("cache_errors", ttl)?;

@@ -44,6 +44,7 @@ pub mod examples {
 
 pub use duration::parse_duration;
 pub use range::{
-    admission_limit, capacity, horizon, hot_keys, jitter, positive, within_horizon, xfetch_beta,
-    HORIZON, HORIZON_TEXT, MAX_CAPACITY, MAX_HOT_KEYS, MAX_JITTER, MAX_LIMIT,
+    admission_limit, batch_window, capacity, horizon, hot_keys, jitter, max_batch, positive,
+    within_horizon, xfetch_beta, HORIZON, HORIZON_TEXT, MAX_BATCH, MAX_BATCH_WINDOW, MAX_CAPACITY,
+    MAX_HOT_KEYS, MAX_JITTER, MAX_LIMIT,
 };

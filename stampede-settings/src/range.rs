@@ -17,6 +17,10 @@ pub const MAX_LIMIT: u64 = 1_000_000;
 
 /// The most keys a cache's hot-key count keeps: a miss scans them when a new key enters.
 pub const MAX_HOT_KEYS: u64 = 1_024;
+/// The most keys one origin call of a batch load asks for.
+pub const MAX_BATCH: u64 = 100_000;
+/// The longest a batch load gathers keys.
+pub const MAX_BATCH_WINDOW: Duration = Duration::from_secs(1);
 
 /// A duration above zero and within [`HORIZON`] (`fresh`, `timeout`, `lease`, …).
 pub fn positive(name: &str, duration: Duration) -> Result<Duration, String> {
@@ -92,6 +96,28 @@ pub fn hot_keys(name: &str, keys: u64) -> Result<u64, String> {
             "{name} must be at most {MAX_HOT_KEYS} (a miss scans them when a new key enters)"
         ))
     }
+}
+
+/// Keys one origin call of a batch load asks for, `1..=MAX_BATCH`.
+pub fn max_batch(name: &str, keys: u64) -> Result<u64, String> {
+    match keys {
+        0 => Err(format!("{name} must be at least 1")),
+        1..=MAX_BATCH => Ok(keys),
+        _ => Err(format!("{name} must be at most {MAX_BATCH}")),
+    }
+}
+
+/// How long a batch load gathers keys before it asks the origin: above zero, at most
+/// [`MAX_BATCH_WINDOW`] (every key gathered waits it out).
+pub fn batch_window(name: &str, window: Duration) -> Result<Duration, String> {
+    positive(name, window)?;
+    if window > MAX_BATCH_WINDOW {
+        return Err(format!(
+            "{name} must be at most {}ms (every key it gathers waits it out)",
+            MAX_BATCH_WINDOW.as_millis()
+        ));
+    }
+    Ok(window)
 }
 
 /// Origin calls at once through one admission semaphore, `1..=MAX_LIMIT`.

@@ -96,6 +96,12 @@ overrides! {
     /// Keys counted for `hot_keys()`, `0..=1_024` (0: none).
     #[serde(deserialize_with = "values::count")]
     hot_keys: usize, check hot_keys, apply hot_keys;
+    /// Keys per origin call of a batch load, `1..=100_000`.
+    #[serde(deserialize_with = "values::count")]
+    max_batch: usize, check max_batch, apply max_batch;
+    /// How long a batch load gathers keys (above zero, at most 1s).
+    #[serde(deserialize_with = "values::duration")]
+    batch_window: Duration, check settings::batch_window, apply batch_window;
     /// `false` makes every call run the origin directly (see [`PolicyBuilder::enabled`]).
     enabled: bool, check any, apply enabled;
     /// The admission semaphore the function's loads go through.
@@ -104,6 +110,10 @@ overrides! {
 
 fn hot_keys(key: &str, keys: usize) -> Result<usize, String> {
     settings::hot_keys(key, keys as u64).map(|_| keys)
+}
+
+fn max_batch(key: &str, keys: usize) -> Result<usize, String> {
+    settings::max_batch(key, keys as u64).map(|_| keys)
 }
 
 /// A setting with no range of its own.
