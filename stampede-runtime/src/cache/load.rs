@@ -177,6 +177,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 "coalesced_wait",
                 cache = %self.policy.name(),
             );
+            // A batch stops waiting for this key: its load is another's.
+            super::batch::parked();
             let outcome = async {
                 tracing::trace!(target: "stampede", cache = %self.policy.name(), "waiting for the running load of this key");
                 (&mut waiter).await
@@ -348,6 +350,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             Gate::Limited(admission) => admission,
         };
         let asked = self.clock.precise();
+        // A batch stops waiting for this key while it queues.
+        super::batch::parked();
         let permit = admission.enter().await;
         let waited = self.clock.precise().saturating_duration_since(asked);
         self.counters.admission_wait.record(waited);

@@ -14,7 +14,9 @@
 //!   for the replica that holds it, publishing, what memory keeps); `notices.rs`: what
 //!   another replica's notice does to this cache.
 //! - `write.rs`: writes a caller asks for (insert, a forced refresh, invalidations);
-//!   `blocking.rs`: loads for callers that are threads.
+//!   `blocking.rs`: loads for callers that are threads; `batch.rs`: many keys in one
+//!   call, each an ordinary load whose origin joins the batch's one origin call.
+mod batch;
 mod blocking;
 mod copies;
 mod leader;

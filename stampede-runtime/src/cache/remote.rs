@@ -228,6 +228,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     .max(found.holder().and_then(|holder| holder.recompute));
                 if let Some(holder) = found.holder() {
                     if !waited {
+                        // A batch stops waiting for this key: another replica loads it.
+                        super::batch::parked();
                         self.counters.lease_waits.bump();
                         waiting_since = Some(self.clock.precise());
                         waiting = tracing::debug_span!(

@@ -1,0 +1,461 @@
+//! Batch loads: many keys in one call, one origin call for the keys nobody has.
+//!
+//! Each key of a batch is an ordinary load of its own (its lookup, its flight, its lease
+//! on a shared store, its fences, its deadline, its stale and fail-safe windows), whose
+//! origin, instead of loading the key, hands it to the batch's [`Gather`] and waits. The
+//! gather asks the batch origin once for every key handed to it:
+//!
+//! ```text
+//! each key:  lookup -> fresh: answered, never asked for
+//!                   -> a load: join the key's flight (another batch's or a single-key
+//!                      call's: its answer), the shared store (a value, or another
+//!                      replica's lease: wait for it), else the key's origin -> gather
+//! gather:    every key of the call answered or handed over -> one origin call (chunks
+//!            of `max_batch`); keys still on their way (a read under way, a flight
+//!            joined) do not hold it longer than `batch_window`; a key handed over
+//!            later (a refresh after the call returned) waits out the window, so keys
+//!            that fall due together are asked for together
+//! ```
+//!
+//! A key the origin's map leaves out is *not found*: its load answers `None`, stored like
+//! any value (`cache_if(Option::is_some)` keeps it out), so a hot missing id costs one
+//! origin call per `fresh`. An origin error fails only the keys of its chunk, and each of
+//! those loads treats it as its own failure (its stale value under `stale_if_error`).
+use super::leader::{boxed, Detached};
+use super::{Cache, Lookup};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::error::Error;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
+    /// Returns the value of every key of `keys` that has one, loading those nobody has in
+    /// one call of `origin`, which returns the values it found by key.
+    ///
+    /// Each key is an entry of its own, loaded as [`Cache::load`] would: fresh keys are
+    /// answered from the cache; a key already loading (in another batch, or a single-key
+    /// call of this cache; on a shared store, under another replica's lease) is joined;
+    /// only the rest go to `origin`, together, in calls of at most
+    /// [`Policy::max_batch`](crate::Policy::max_batch) keys. A key `origin` leaves out of
+    /// its map is not found: absent from the answer, and kept as `None` like any value
+    /// (unless the policy's `cache_if` refuses `None`), so it is not asked for again until
+    /// it expires. Like [`Cache::load`], the origin outlives its callers.
+    ///
+    /// Counters are per key: [`Stats::origin_calls`](crate::Stats::origin_calls) counts
+    /// the keys loaded, not the calls of `origin`.
+    ///
+    /// An error of `origin` fails the keys of that call only; the answer is the first
+    /// error of any requested key (after each key's `stale_if_error`), else every value.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("price").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, Option<u64>> = Cache::new(policy);
+    /// let prices = |ids: Vec<u64>| async move {
+    ///     // One query for every id nobody has: `where id = any($1)`. Id 3 is not there.
+    ///     Ok(ids.into_iter().filter(|id| *id != 3).map(|id| (id, id * 100)).collect())
+    /// };
+    /// let found = cache.load_many([1, 2, 3], prices).await.unwrap();
+    /// assert_eq!(found, HashMap::from([(1, 100), (2, 200)]));
+    /// // 1 and 2 are cached, and 3 is known to be missing: only 4 is asked for.
+    /// let found = cache.load_many([1, 3, 4], prices).await.unwrap();
+    /// assert_eq!(found.len(), 2);
+    /// // Origin calls are counted per key loaded: 1, 2 and 3, then 4.
+    /// assert_eq!(cache.stats().origin_calls, 4);
+    /// # }
+    /// ```
+    pub async fn load_many<I, F, Fut>(&self, keys: I, origin: F) -> Result<HashMap<K, V>, E>
+    where
+        I: IntoIterator<Item = K>,
+        F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+    {
+        let mut found = HashMap::new();
+        let mut loads = Vec::new();
+        for key in keys {
+            if found.contains_key(&key) || loads.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            match self.lookup(&key) {
+                Lookup::Fresh(Some(value)) => {
+                    found.insert(key, value);
+                }
+                Lookup::Fresh(None) => {}
+                Lookup::Load(unanswered) => loads.push((key, unanswered)),
+            }
+        }
+        if loads.is_empty() {
+            return Ok(found);
+        }
+        let inner = &self.inner;
+        let gather = Gather::new(
+            origin,
+            loads.len(),
+            inner.policy.max_batch(),
+            inner.policy.batch_window(),
+            inner.map_error,
+            inner.policy.name().clone(),
+        );
+        let mut running: FuturesUnordered<_> = loads
+            .into_iter()
+            .map(|(key, unanswered)| {
+                let ticket = Ticket::default();
+                let origin = gather.clone().origin_of(ticket.clone());
+                let load =
+                    self.load_found::<Detached, _, _>(key.clone(), unanswered, boxed(origin));
+                let gather: Arc<dyn Park> = gather.clone();
+                let load = Tracked {
+                    load: Box::pin(load),
+                    key: (gather, ticket),
+                    done: false,
+                };
+                async move { (key, load.await) }
+            })
+            .collect();
+        let mut failed = None;
+        while let Some((key, answer)) = running.next().await {
+            // Without a runtime, the origin calls that no task can run are run here.
+            while let Some(asked) = gather.stashed() {
+                gather.call(asked).await;
+            }
+            match answer {
+                Ok(Some(value)) => {
+                    found.insert(key, value);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
+        }
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(found),
+        }
+    }
+}
+
+/// One batch call's keys on their way to the origin.
+struct Gather<K, V, E, F> {
+    /// Itself, for the origin call a parked key starts.
+    me: std::sync::Weak<Self>,
+    origin: F,
+    max_batch: usize,
+    window: Duration,
+    map_error: fn(Error) -> E,
+    cache: Arc<str>,
+    state: Mutex<Gathered<K, V, E>>,
+}
+
+struct Gathered<K, V, E> {
+    /// Keys handed over, each with where its answer goes.
+    asked: Vec<Asked<K, V, E>>,
+    /// Keys of the call still on their way: neither answered, nor handed over, nor
+    /// parked (waiting on something else).
+    unsettled: usize,
+    /// A key's origin waits out the window for the keys still on their way.
+    window_open: bool,
+    /// When a key of the call last handed itself over or was answered: the window ends
+    /// `window` after the last such step, not after the first, so keys whose reads of a
+    /// shared store are still coming in keep it open, and only keys that wait on
+    /// something else (a load of theirs elsewhere) let it close.
+    last_step: Option<tokio::time::Instant>,
+    /// Origin calls due without a runtime to run them in a task.
+    stashed: Vec<Vec<Asked<K, V, E>>>,
+}
+
+/// Where one key of the call stands, for the gather's count of keys still on their way.
+#[derive(Clone, Default)]
+struct Ticket(Arc<AtomicU8>);
+
+const ON_ITS_WAY: u8 = 0;
+/// Waiting on something outside the call: another load of the key (here, or another
+/// replica's under its lease), or an admission permit.
+const PARKED: u8 = 1;
+/// Answered, or handed over.
+const SETTLED: u8 = 2;
+
+impl Ticket {
+    /// Moves the key to `to`; whether it was on its way until now (and so leaves the
+    /// count). A key only moves forward.
+    fn advance(&self, to: u8) -> bool {
+        let was = self.0.fetch_max(to, Ordering::AcqRel);
+        was == ON_ITS_WAY && to > ON_ITS_WAY
+    }
+}
+
+/// One key's answer from the batch.
+type Answer<V, E> = std::pin::Pin<Box<dyn Future<Output = Result<Option<V>, E>> + Send>>;
+
+/// A key handed over, and where its answer goes.
+type Asked<K, V, E> = (K, oneshot::Sender<Result<Option<V>, E>>);
+
+/// What the key that hands itself over does next.
+enum Next<K, V, E> {
+    /// Ask the origin for these keys now (this key among them).
+    Ask(Vec<Asked<K, V, E>>),
+    /// Wait out the window, then ask for whatever has been handed over.
+    Window,
+    /// Another key will ask.
+    Wait,
+}
+
+impl<K, V, E, F, Fut> Gather<K, V, E, F>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+{
+    fn new(
+        origin: F,
+        keys: usize,
+        max_batch: usize,
+        window: Duration,
+        map_error: fn(Error) -> E,
+        cache: Arc<str>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Gather {
+            me: me.clone(),
+            origin,
+            max_batch: max_batch.max(1),
+            window,
+            map_error,
+            cache,
+            state: Mutex::new(Gathered {
+                asked: Vec::new(),
+                unsettled: keys,
+                window_open: false,
+                last_step: None,
+                stashed: Vec::new(),
+            }),
+        })
+    }
+
+    /// The origin of one key's load: hand the key over, and answer what the batch's
+    /// origin call says of it.
+    fn origin_of(
+        self: Arc<Self>,
+        ticket: Ticket,
+    ) -> impl FnOnce(&K) -> Answer<V, E> + Send + 'static {
+        move |key: &K| {
+            let key = key.clone();
+            Box::pin(async move { self.ask(key, ticket).await })
+        }
+    }
+
+    async fn ask(self: Arc<Self>, key: K, ticket: Ticket) -> Result<Option<V>, E> {
+        let (answer, answered) = oneshot::channel();
+        let next = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.asked.push((key, answer));
+            // Settled or parked already: a refresh (of a stale value the key was answered
+            // with), or a load that waited elsewhere and now loads itself. It waits out a
+            // window, so that keys which fall due together are asked for together.
+            let during_call = ticket.advance(SETTLED);
+            if during_call {
+                state.unsettled -= 1;
+            }
+            state.last_step = now();
+            if during_call {
+                if state.unsettled == 0 {
+                    // Every key of the call is answered, parked or here: nothing left to
+                    // wait for.
+                    Next::Ask(std::mem::take(&mut state.asked))
+                } else {
+                    // The last key on its way asks, whether it hands itself over, is
+                    // answered or parks.
+                    Next::Wait
+                }
+            } else if state.window_open {
+                Next::Wait
+            } else {
+                state.window_open = true;
+                Next::Window
+            }
+        };
+        match next {
+            Next::Ask(asked) => self.call(asked).await,
+            Next::Window => {
+                // Without a runtime there is no timer, and the keys are answered in turn:
+                // ask at once.
+                while let Some(end) = self.window_end() {
+                    tokio::time::sleep_until(end).await;
+                }
+                let asked = {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.window_open = false;
+                    std::mem::take(&mut state.asked)
+                };
+                self.call(asked).await
+            }
+            Next::Wait => {}
+        }
+        // The key's answer, from whichever origin call asked for it. A call that
+        // panicked dropped its senders.
+        answered.await.unwrap_or_else(|_| {
+            Err((self.map_error)(Error::OriginPanicked {
+                cache: self.cache.clone(),
+            }))
+        })
+    }
+
+    /// When the window ends, while it has not: `window` after the call's last step.
+    fn window_end(&self) -> Option<tokio::time::Instant> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let end = state.last_step? + self.window;
+        (end > tokio::time::Instant::now()).then_some(end)
+    }
+
+    /// `ticket`'s key moved to `to` (answered, or parked); if it was the last one on its
+    /// way, the keys handed over are asked for: in a task of their own (their loads
+    /// outlive this caller), or, without a runtime, by the call's caller.
+    fn settle(&self, ticket: &Ticket, to: u8) {
+        if !ticket.advance(to) {
+            return;
+        }
+        let asked = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.unsettled -= 1;
+            state.last_step = now();
+            if state.unsettled > 0 || state.asked.is_empty() {
+                return;
+            }
+            std::mem::take(&mut state.asked)
+        };
+        match (tokio::runtime::Handle::try_current(), self.me.upgrade()) {
+            (Ok(runtime), Some(me)) => drop(runtime.spawn(async move { me.call(asked).await })),
+            _ => {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.stashed.push(asked);
+            }
+        }
+    }
+
+    /// An origin call no task could run.
+    fn stashed(&self) -> Option<Vec<Asked<K, V, E>>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.stashed.pop()
+    }
+
+    /// One origin call per chunk of `max_batch` keys, at once; each key's answer to its
+    /// load.
+    async fn call(&self, mut asked: Vec<Asked<K, V, E>>) {
+        let mut calls = FuturesUnordered::new();
+        while !asked.is_empty() {
+            let rest = asked.split_off(asked.len().min(self.max_batch));
+            let chunk = std::mem::replace(&mut asked, rest);
+            let keys = chunk.iter().map(|(key, _)| key.clone()).collect();
+            let called = (self.origin)(keys);
+            calls.push(async move { (chunk, called.await) });
+        }
+        while let Some((chunk, result)) = calls.next().await {
+            match result {
+                Ok(mut values) => {
+                    for (key, answer) in chunk {
+                        let _ = answer.send(Ok(values.remove(&key)));
+                    }
+                }
+                Err(error) => {
+                    for (_, answer) in chunk {
+                        let _ = answer.send(Err(error.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a key's load tells its gather: it starts to wait on something else, or it ended.
+trait Park: Send + Sync {
+    fn park(&self, ticket: &Ticket, to: u8);
+}
+
+impl<K, V, E, F, Fut> Park for Gather<K, V, E, F>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+{
+    fn park(&self, ticket: &Ticket, to: u8) {
+        self.settle(ticket, to);
+    }
+}
+
+thread_local! {
+    /// The batch key whose load this thread is polling, if any.
+    static POLLING: RefCell<Option<(Arc<dyn Park>, Ticket)>> = const { RefCell::new(None) };
+}
+
+/// A key's load, polled with its batch key known to the steps that wait (see
+/// [`parked`]). Its end settles the key; so does its drop unfinished (the call's caller
+/// left, and the load goes on in a task where it is not heard): the gather must not wait
+/// for what it can no longer hear from.
+struct Tracked<L> {
+    load: L,
+    key: (Arc<dyn Park>, Ticket),
+    done: bool,
+}
+
+impl<L: Future + Unpin> Future for Tracked<L> {
+    type Output = L::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<L::Output> {
+        let key = Some(self.key.clone());
+        let outer = POLLING.with(|polling| polling.replace(key));
+        let polled = Pin::new(&mut self.load).poll(cx);
+        POLLING.with(|polling| polling.replace(outer));
+        if polled.is_ready() {
+            self.done = true;
+            let (gather, ticket) = &self.key;
+            gather.park(ticket, SETTLED);
+        }
+        polled
+    }
+}
+
+impl<L> Drop for Tracked<L> {
+    fn drop(&mut self) {
+        if !self.done {
+            let (gather, ticket) = &self.key;
+            gather.park(ticket, PARKED);
+        }
+    }
+}
+
+/// A load is about to wait on something outside its batch: another load of its key (a
+/// flight here, or another replica's lease), or an admission permit. Its batch stops
+/// waiting for it before asking the origin for the keys handed over. Nothing outside a
+/// batch key's poll.
+pub(super) fn parked() {
+    let polling = POLLING.with(|polling| polling.borrow().clone());
+    if let Some((gather, ticket)) = polling {
+        gather.park(&ticket, PARKED);
+    }
+}
+
+/// Now, on Tokio's clock; `None` outside a runtime (no timer to wait with).
+fn now() -> Option<tokio::time::Instant> {
+    tokio::runtime::Handle::try_current()
+        .is_ok()
+        .then(tokio::time::Instant::now)
+}
+
+#[cfg(test)]
+mod tests;

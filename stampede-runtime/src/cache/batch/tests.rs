@@ -1,0 +1,319 @@
+use super::*;
+use crate::{CacheBuilder, Policy, Runtime};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicUsize;
+use tokio::sync::Notify;
+
+async fn within<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("a wait in this test overran its deadline")
+}
+
+/// Errors as text, so an origin can fail with its own.
+type Prices = Cache<u64, Option<u64>, String>;
+
+fn cache(
+    name: &str,
+    settings: impl FnOnce(crate::PolicyBuilder) -> crate::PolicyBuilder,
+) -> Prices {
+    let policy = settings(Policy::builder(name).fresh(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let runtime = Runtime::builder().build().unwrap();
+    CacheBuilder::new(policy, |error| error.to_string())
+        .runtime(&runtime)
+        .build()
+}
+
+/// Every origin call's keys, in the order they were asked for.
+#[derive(Clone, Default)]
+struct Origin {
+    calls: Arc<Mutex<Vec<BTreeSet<u64>>>>,
+}
+
+impl Origin {
+    /// Finds every id but multiples of 7 (not there), worth ten times the id.
+    fn prices(
+        &self,
+    ) -> impl Fn(Vec<u64>) -> std::future::Ready<Result<HashMap<u64, u64>, String>> + Send + Sync + 'static
+    {
+        let calls = self.calls.clone();
+        move |ids| {
+            calls.lock().unwrap().push(ids.iter().copied().collect());
+            std::future::ready(Ok(ids
+                .into_iter()
+                .filter(|id| id % 7 != 0)
+                .map(|id| (id, id * 10))
+                .collect()))
+        }
+    }
+
+    fn calls(&self) -> Vec<BTreeSet<u64>> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+fn ids(range: impl IntoIterator<Item = u64>) -> BTreeSet<u64> {
+    range.into_iter().collect()
+}
+
+#[tokio::test]
+async fn one_origin_call_for_the_keys_nobody_has_and_not_found_is_remembered() {
+    let cache = cache("batch-basic", |p| p);
+    let origin = Origin::default();
+    let found = within(cache.load_many(1..=10, origin.prices()))
+        .await
+        .unwrap();
+    let expected: HashMap<u64, u64> = (1..=10)
+        .filter(|id| id % 7 != 0)
+        .map(|id| (id, id * 10))
+        .collect();
+    assert_eq!(found, expected);
+    assert_eq!(origin.calls(), vec![ids(1..=10)]);
+    // 1..=10 are cached (7 as not found): only 11 and 12 are asked for; a key twice in
+    // the request is one key.
+    let found = within(cache.load_many([5, 7, 11, 12, 12], origin.prices()))
+        .await
+        .unwrap();
+    assert_eq!(found, HashMap::from([(5, 50), (11, 110), (12, 120)]));
+    assert_eq!(origin.calls(), vec![ids(1..=10), ids([11, 12])]);
+    // Entirely cached: no call at all.
+    within(cache.load_many([1, 7, 12], origin.prices()))
+        .await
+        .unwrap();
+    assert_eq!(origin.calls().len(), 2);
+    assert_eq!(
+        cache.peek(&7),
+        Some(None),
+        "a key left out is kept as not found"
+    );
+}
+
+#[tokio::test]
+async fn a_not_found_key_is_asked_again_when_the_policy_keeps_no_none() {
+    let cache = cache("batch-no-none", |p| {
+        p.cache_if(Option::<u64>::is_some as fn(&Option<u64>) -> bool)
+    });
+    let origin = Origin::default();
+    within(cache.load_many([6, 7], origin.prices()))
+        .await
+        .unwrap();
+    within(cache.load_many([6, 7], origin.prices()))
+        .await
+        .unwrap();
+    assert_eq!(origin.calls(), vec![ids([6, 7]), ids([7])]);
+}
+
+#[tokio::test]
+async fn keys_past_max_batch_go_in_calls_of_at_most_that_many() {
+    let cache = cache("batch-chunks", |p| p.max_batch(4));
+    let origin = Origin::default();
+    let found = within(cache.load_many(1..=10, origin.prices()))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 9);
+    let calls = origin.calls();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(calls.iter().all(|call| call.len() <= 4), "{calls:?}");
+    let asked: BTreeSet<u64> = calls.into_iter().flatten().collect();
+    assert_eq!(asked, ids(1..=10), "every key asked for once");
+}
+
+/// A second batch that overlaps a running one joins its keys and asks only for the rest;
+/// a single-key load of a key in flight is joined too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_batches_join_each_others_keys() {
+    let cache = cache("batch-overlap", |p| p);
+    let asked = Arc::new(Mutex::new(Vec::<BTreeSet<u64>>::new()));
+    // No permit until both origin calls are running.
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let origin = {
+        let asked = asked.clone();
+        let release = release.clone();
+        move |ids: Vec<u64>| {
+            asked.lock().unwrap().push(ids.iter().copied().collect());
+            let release = release.clone();
+            async move {
+                let _permit = release.acquire().await.unwrap();
+                Ok::<_, String>(
+                    ids.into_iter()
+                        .map(|id| (id, id))
+                        .collect::<HashMap<_, _>>(),
+                )
+            }
+        }
+    };
+    let first = tokio::spawn({
+        let cache = cache.clone();
+        let origin = origin.clone();
+        async move { cache.load_many(1..=10, origin).await }
+    });
+    within(async {
+        while asked.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let second = tokio::spawn({
+        let cache = cache.clone();
+        let origin = origin.clone();
+        async move { cache.load_many(5..=15, origin).await }
+    });
+    let single = tokio::spawn({
+        let cache = cache.clone();
+        async move {
+            cache
+                .load(3, || async { unreachable!("3 is in flight") })
+                .await
+        }
+    });
+    within(async {
+        while asked.lock().unwrap().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    // Both origin calls have been asked for; let them answer.
+    release.add_permits(2);
+    let first = within(first).await.unwrap().unwrap();
+    let second = within(second).await.unwrap().unwrap();
+    assert_eq!(first.len(), 10);
+    assert_eq!(second.len(), 11);
+    assert_eq!(within(single).await.unwrap().unwrap(), Some(3));
+    assert_eq!(*asked.lock().unwrap(), vec![ids(1..=10), ids(11..=15)]);
+    assert_eq!(cache.stats().origin_calls, 15, "one load per key");
+}
+
+/// An origin error fails the keys of its call only: a batch over two calls answers the
+/// error, and the other call's keys are cached.
+#[tokio::test]
+async fn an_origin_error_fails_only_the_keys_it_was_asked_for() {
+    let cache = cache("batch-error", |p| p.max_batch(2));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let origin = {
+        let calls = calls.clone();
+        move |ids: Vec<u64>| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            let fails = ids.contains(&3);
+            async move {
+                if fails {
+                    Err("the database is down".to_owned())
+                } else {
+                    Ok(ids.into_iter().map(|id| (id, id)).collect())
+                }
+            }
+        }
+    };
+    let answer = within(cache.load_many([1, 2, 3, 4], origin.clone())).await;
+    assert!(answer.is_err(), "{answer:?}");
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    let fine = within(cache.load_many([1, 2], origin.clone()))
+        .await
+        .unwrap();
+    assert_eq!(fine.len(), 2);
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "1 and 2 were stored");
+    within(cache.load_many([3, 4], origin)).await.unwrap_err();
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        3,
+        "3 and 4 are asked for again"
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_origin_fails_its_keys_and_wedges_nothing() {
+    let cache = cache("batch-panic", |p| p);
+    let origin = |ids: Vec<u64>| async move {
+        if ids.len() > 1 {
+            panic!("the origin panicked");
+        }
+        Ok::<_, String>(
+            ids.into_iter()
+                .map(|id| (id, id))
+                .collect::<HashMap<_, _>>(),
+        )
+    };
+    let answer = within(cache.load_many([1, 2], origin)).await;
+    let error = answer.unwrap_err();
+    assert!(
+        error.contains("the origin panicked while loading"),
+        "{error}"
+    );
+    // Nothing was stored and no flight is left behind.
+    let again = within(cache.load_many([1], origin)).await.unwrap();
+    assert_eq!(again, HashMap::from([(1, 1)]));
+}
+
+/// The origin outlives its callers: a batch whose caller stops waiting still fills the
+/// cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_caller_leaves_still_fills_the_cache() {
+    let cache = cache("batch-detached", |p| p);
+    let started = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let origin = {
+        let started = started.clone();
+        let release = release.clone();
+        move |ids: Vec<u64>| {
+            let started = started.clone();
+            let release = release.clone();
+            async move {
+                started.notify_one();
+                release.notified().await;
+                Ok::<_, String>(
+                    ids.into_iter()
+                        .map(|id| (id, id))
+                        .collect::<HashMap<_, _>>(),
+                )
+            }
+        }
+    };
+    let caller = tokio::spawn({
+        let cache = cache.clone();
+        async move { cache.load_many(1..=5, origin).await }
+    });
+    within(started.notified()).await;
+    caller.abort();
+    let _ = caller.await;
+    release.notify_one();
+    within(async {
+        while (1..=5).any(|id| cache.peek(&id).is_none()) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert_eq!(cache.stats().origin_calls, 5);
+}
+
+/// Stale keys are answered at once, and their refreshes, which fall due together, go to
+/// the origin together.
+#[tokio::test(start_paused = true)]
+async fn stale_keys_are_answered_at_once_and_refreshed_in_one_call() {
+    let policy = Policy::builder("batch-stale")
+        .fresh(Duration::from_secs(1))
+        .stale(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let runtime = Runtime::builder().build().unwrap();
+    let cache: Prices = CacheBuilder::new(policy, |error| error.to_string())
+        .runtime(&runtime)
+        .clock(crate::Clock::tokio())
+        .build();
+    let origin = Origin::default();
+    within(cache.load_many(1..=5, origin.prices()))
+        .await
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let stale = within(cache.load_many(1..=5, origin.prices()))
+        .await
+        .unwrap();
+    assert_eq!(stale.len(), 5, "answered with the stale values");
+    within(async {
+        while origin.calls().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert_eq!(origin.calls(), vec![ids(1..=5), ids(1..=5)]);
+}

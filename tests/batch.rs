@@ -1,0 +1,193 @@
+//! Batch loads (`Cache::load_many`) across replicas sharing one real `redis-server`:
+//! per-key leases make overlapping batches on different replicas ask the origin for each
+//! key once, fleet-wide; what one replica found (or found missing) answers the others.
+use crate::common;
+
+use common::{bounded, AppError};
+use stampede::{Backend, Cache, Policy, Runtime};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use testkit::RedisServer;
+
+type Prices = Cache<u64, Option<u64>, AppError>;
+
+/// One origin call's answer.
+type Looked = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<HashMap<u64, u64>, AppError>> + Send>,
+>;
+
+fn replica(backend: Backend, name: &str) -> Prices {
+    let runtime = Runtime::builder().backend(backend).build().unwrap();
+    let policy = Policy::builder(name)
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    Cache::builder(policy).runtime(&runtime).build()
+}
+
+/// Every origin call's keys, from every replica.
+#[derive(Clone, Default)]
+struct Origin(Arc<Mutex<Vec<BTreeSet<u64>>>>);
+
+impl Origin {
+    /// Finds every id but multiples of 7, after `latency`.
+    fn prices(&self, latency: Duration) -> impl Fn(Vec<u64>) -> Looked + Send + Sync + 'static {
+        let calls = self.0.clone();
+        move |ids| {
+            calls.lock().unwrap().push(ids.iter().copied().collect());
+            Box::pin(async move {
+                tokio::time::sleep(latency).await;
+                Ok(ids
+                    .into_iter()
+                    .filter(|id| id % 7 != 0)
+                    .map(|id| (id, id * 10))
+                    .collect())
+            })
+        }
+    }
+
+    fn asked(&self) -> Vec<u64> {
+        let mut asked: Vec<u64> = self.0.lock().unwrap().iter().flatten().copied().collect();
+        asked.sort_unstable();
+        asked
+    }
+}
+
+fn expected(ids: impl IntoIterator<Item = u64>) -> HashMap<u64, u64> {
+    ids.into_iter()
+        .filter(|id| id % 7 != 0)
+        .map(|id| (id, id * 10))
+        .collect()
+}
+
+async fn overlapping_batches_ask_for_each_key_once(backend: impl Fn() -> Backend, name: &str) {
+    let replicas: Vec<Prices> = (0..3).map(|_| replica(backend(), name)).collect();
+    let origin = Origin::default();
+    let latency = Duration::from_millis(100);
+    // Three replicas at once, over 1..=30, 11..=40 and 21..=50.
+    let tasks: Vec<_> = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, cache)| {
+            let cache = cache.clone();
+            let prices = origin.prices(latency);
+            let ids = (i as u64 * 10 + 1)..=(i as u64 * 10 + 30);
+            tokio::spawn(async move { cache.load_many(ids, prices).await })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let found = bounded(task).await.unwrap().unwrap();
+        let ids = (i as u64 * 10 + 1)..=(i as u64 * 10 + 30);
+        assert_eq!(found, expected(ids), "replica {i}");
+    }
+    assert_eq!(
+        origin.asked(),
+        (1..=50).collect::<Vec<_>>(),
+        "each key asked for once by the whole fleet"
+    );
+    // A fourth replica finds every value, and every missing id, in the shared store.
+    let late = replica(backend(), name);
+    let found = bounded(late.load_many(1..=50, origin.prices(latency)))
+        .await
+        .unwrap();
+    assert_eq!(found, expected(1..=50));
+    assert_eq!(origin.asked().len(), 50, "nothing asked for again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_batches_on_three_redis_replicas_ask_for_each_key_once() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    overlapping_batches_ask_for_each_key_once(|| Backend::redis(redis.url()), "batch-redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_batches_on_three_tiered_replicas_ask_for_each_key_once() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    overlapping_batches_ask_for_each_key_once(|| Backend::tiered(redis.url()), "batch-tiered")
+        .await;
+}
+
+/// An invalidation on one replica reaches the batch of another: the next batch asks for
+/// the invalidated key only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidated_key_is_the_only_one_a_later_batch_asks_for() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let a = replica(Backend::tiered(redis.url()), "batch-invalidate");
+    let b = replica(Backend::tiered(redis.url()), "batch-invalidate");
+    let origin = Origin::default();
+    bounded(a.load_many(1..=5, origin.prices(Duration::ZERO)))
+        .await
+        .unwrap();
+    bounded(b.load_many(1..=5, origin.prices(Duration::ZERO)))
+        .await
+        .unwrap();
+    bounded(a.invalidate(&3)).await.unwrap();
+    bounded(b.load_many(1..=5, origin.prices(Duration::ZERO)))
+        .await
+        .unwrap();
+    assert_eq!(origin.asked(), vec![1, 2, 3, 3, 4, 5]);
+}
+
+/// A cold batch on a shared store: every key's read of the store, and its lease, comes
+/// before the one origin call for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_batch_of_a_hundred_keys_on_redis_is_one_origin_call() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let cache = replica(Backend::redis(redis.url()), "batch-cold");
+    let origin = Origin::default();
+    let found = bounded(cache.load_many(1..=100, origin.prices(Duration::ZERO)))
+        .await
+        .unwrap();
+    assert_eq!(found, expected(1..=100));
+    let calls = origin.0.lock().unwrap().len();
+    assert_eq!(calls, 1, "{:?}", origin.0.lock().unwrap());
+}
+
+/// A caller that leaves while its keys are still being read from the store stalls no key:
+/// the loads that had begun finish in tasks of their own (some with a value from the
+/// store, unheard by the batch), the others' origin call is still made, and a second
+/// batch gets every value, with no key asked for twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_abandoned_mid_read_leaves_no_key_stalled() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let cache = replica(Backend::redis(redis.url()), "batch-abandoned");
+    let other = replica(Backend::redis(redis.url()), "batch-abandoned");
+    let origin = Origin::default();
+    for wait in [0, 1, 2, 5] {
+        let ids = (wait * 100 + 1)..=(wait * 100 + 50);
+        // Half the keys are in the store already: their loads end without the origin,
+        // the others wait for the batch's origin call.
+        let even: Vec<u64> = ids.clone().filter(|id| id % 2 == 0).collect();
+        bounded(other.load_many(even, origin.prices(Duration::ZERO)))
+            .await
+            .unwrap();
+        let caller = tokio::spawn({
+            let cache = cache.clone();
+            let prices = origin.prices(Duration::from_millis(20));
+            let ids = ids.clone();
+            async move { cache.load_many(ids, prices).await }
+        });
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        caller.abort();
+        let _ = caller.await;
+        let found = bounded(cache.load_many(ids.clone(), origin.prices(Duration::ZERO)))
+            .await
+            .unwrap();
+        assert_eq!(found, expected(ids));
+    }
+    let asked = origin.asked();
+    let mut once = asked.clone();
+    once.dedup();
+    assert_eq!(asked, once, "no key asked for twice");
+}
