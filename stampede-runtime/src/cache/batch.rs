@@ -10,12 +10,16 @@
 //!                   -> a load: join the key's flight (another batch's or a single-key
 //!                      call's: its answer), the shared store (a value, or another
 //!                      replica's lease: wait for it), else the key's origin -> gather
-//! gather:    every key of the call answered or handed over -> one origin call (chunks
-//!            of `max_batch`); keys still on their way (a read under way, a flight
-//!            joined) do not hold it longer than `batch_window`; a key handed over
-//!            later (a refresh after the call returned) waits out the window, so keys
-//!            that fall due together are asked for together
+//! gather:    every key of the call answered, handed over, or parked (waiting on a
+//!            load elsewhere: a flight, another replica's lease, an admission permit)
+//!            -> one origin call for the keys handed over (chunks of `max_batch`)
+//! late keys: handed over after that (a refresh of a stale key, a parked load that
+//!            loads itself after all, a single-key call through a `Batcher`) wait out
+//!            `batch_window` from the first of them, then go together
 //! ```
+//!
+//! Parking is heard through [`parked`], which the load's waiting steps call while the
+//! batch polls that key's load (`Tracked`).
 //!
 //! A key the origin's map leaves out is *not found*: its load answers `None`, stored like
 //! any value (`cache_if(Option::is_some)` keeps it out), so a hot missing id costs one
@@ -148,6 +152,90 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
     }
 }
 
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
+    /// A door for single keys onto a batch origin (the DataLoader pattern): concurrent
+    /// [`Batcher::load`]s that miss within the policy's
+    /// [`batch_window`](crate::Policy::batch_window) (from the first of them) go to
+    /// `origin` together, so 50 tasks asking for 50 ids cost one origin call. Each key is
+    /// still a load of its own, joined, fenced and kept as [`Cache::load_many`] keeps it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("price").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, Option<u64>> = Cache::new(policy);
+    /// let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    /// let counted = calls.clone();
+    /// let price = cache.batcher(move |ids: Vec<u64>| {
+    ///     counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ///     async move { Ok(ids.into_iter().map(|id| (id, id * 100)).collect()) }
+    /// });
+    /// let (one, two) = tokio::join!(price.load(1), price.load(2));
+    /// assert_eq!((one.unwrap(), two.unwrap()), (Some(100), Some(200)));
+    /// assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+    /// # }
+    /// ```
+    pub fn batcher<F, Fut>(&self, origin: F) -> Batcher<K, V, E, F>
+    where
+        F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+    {
+        let inner = &self.inner;
+        Batcher {
+            cache: self.clone(),
+            // No keys of its own to wait for: every key is a late one.
+            gather: Gather::new(
+                origin,
+                0,
+                inner.policy.max_batch(),
+                inner.policy.batch_window(),
+                inner.map_error,
+                inner.policy.name().clone(),
+            ),
+        }
+    }
+}
+
+/// Single-key loads that share origin calls: see [`Cache::batcher`].
+pub struct Batcher<K, V, E, F> {
+    cache: Cache<K, Option<V>, E>,
+    gather: Arc<Gather<K, V, E, F>>,
+}
+
+impl<K, V, E, F, Fut> Batcher<K, V, E, F>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+{
+    /// `key`'s value (`None`: the origin did not find it), loaded, when nothing servable
+    /// is cached, in one origin call with the other keys asked for within the window.
+    pub async fn load(&self, key: K) -> Result<Option<V>, E> {
+        match self.cache.lookup(&key) {
+            Lookup::Fresh(value) => Ok(value),
+            Lookup::Load(unanswered) => {
+                let origin = self.gather.clone().origin_of(Ticket::settled());
+                self.cache
+                    .load_found::<Detached, _, _>(key, unanswered, boxed(origin))
+                    .await
+            }
+        }
+    }
+}
+
+impl<K, V, E, F> std::fmt::Debug for Batcher<K, V, E, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One batch call's keys on their way to the origin.
 struct Gather<K, V, E, F> {
     /// Itself, for the origin call a parked key starts.
@@ -168,11 +256,6 @@ struct Gathered<K, V, E> {
     unsettled: usize,
     /// A key's origin waits out the window for the keys still on their way.
     window_open: bool,
-    /// When a key of the call last handed itself over or was answered: the window ends
-    /// `window` after the last such step, not after the first, so keys whose reads of a
-    /// shared store are still coming in keep it open, and only keys that wait on
-    /// something else (a load of theirs elsewhere) let it close.
-    last_step: Option<tokio::time::Instant>,
     /// Origin calls due without a runtime to run them in a task.
     stashed: Vec<Vec<Asked<K, V, E>>>,
 }
@@ -189,6 +272,11 @@ const PARKED: u8 = 1;
 const SETTLED: u8 = 2;
 
 impl Ticket {
+    /// A key that is no call's: it only ever hands itself over late.
+    fn settled() -> Self {
+        Ticket(Arc::new(AtomicU8::new(SETTLED)))
+    }
+
     /// Moves the key to `to`; whether it was on its way until now (and so leaves the
     /// count). A key only moves forward.
     fn advance(&self, to: u8) -> bool {
@@ -240,7 +328,6 @@ where
                 asked: Vec::new(),
                 unsettled: keys,
                 window_open: false,
-                last_step: None,
                 stashed: Vec::new(),
             }),
         })
@@ -270,7 +357,6 @@ where
             if during_call {
                 state.unsettled -= 1;
             }
-            state.last_step = now();
             if during_call {
                 if state.unsettled == 0 {
                     // Every key of the call is answered, parked or here: nothing left to
@@ -293,8 +379,8 @@ where
             Next::Window => {
                 // Without a runtime there is no timer, and the keys are answered in turn:
                 // ask at once.
-                while let Some(end) = self.window_end() {
-                    tokio::time::sleep_until(end).await;
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    tokio::time::sleep(self.window).await;
                 }
                 let asked = {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -314,13 +400,6 @@ where
         })
     }
 
-    /// When the window ends, while it has not: `window` after the call's last step.
-    fn window_end(&self) -> Option<tokio::time::Instant> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let end = state.last_step? + self.window;
-        (end > tokio::time::Instant::now()).then_some(end)
-    }
-
     /// `ticket`'s key moved to `to` (answered, or parked); if it was the last one on its
     /// way, the keys handed over are asked for: in a task of their own (their loads
     /// outlive this caller), or, without a runtime, by the call's caller.
@@ -331,7 +410,6 @@ where
         let asked = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.unsettled -= 1;
-            state.last_step = now();
             if state.unsettled > 0 || state.asked.is_empty() {
                 return;
             }
@@ -448,13 +526,6 @@ pub(super) fn parked() {
     if let Some((gather, ticket)) = polling {
         gather.park(&ticket, PARKED);
     }
-}
-
-/// Now, on Tokio's clock; `None` outside a runtime (no timer to wait with).
-fn now() -> Option<tokio::time::Instant> {
-    tokio::runtime::Handle::try_current()
-        .is_ok()
-        .then(tokio::time::Instant::now)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ mod remote;
 mod settle;
 mod write;
 
+pub use batch::Batcher;
 pub(crate) use leader::{boxed, Detached, Inline};
 pub use lookup::{Lookup, Unanswered};
 

@@ -317,3 +317,36 @@ async fn stale_keys_are_answered_at_once_and_refreshed_in_one_call() {
     .await;
     assert_eq!(origin.calls(), vec![ids(1..=5), ids(1..=5)]);
 }
+
+/// The single-key door: concurrent calls within the window share one origin call, and
+/// keys already cached or loading are not asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_single_key_calls_within_the_window_are_one_origin_call() {
+    let cache = cache("batch-door", |p| p.batch_window(Duration::from_millis(100)));
+    let origin = Origin::default();
+    within(cache.load_many([7, 50], origin.prices()))
+        .await
+        .unwrap();
+    let price = Arc::new(cache.batcher(origin.prices()));
+    let calls: Vec<_> = (1..=50)
+        .map(|id| {
+            let price = price.clone();
+            tokio::spawn(async move { (id, price.load(id).await) })
+        })
+        .collect();
+    for call in calls {
+        let (id, answer) = within(call).await.unwrap();
+        let expected = (id % 7 != 0).then_some(id * 10);
+        assert_eq!(answer, Ok(expected), "id {id}");
+    }
+    let asked = origin.calls();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(
+        asked[1],
+        (1..50).filter(|id| *id != 7).collect(),
+        "every id but the two cached"
+    );
+    // Cached now: no origin call.
+    assert_eq!(within(price.load(3)).await, Ok(Some(30)));
+    assert_eq!(origin.calls().len(), 2);
+}
