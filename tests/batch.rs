@@ -191,3 +191,118 @@ async fn a_batch_abandoned_mid_read_leaves_no_key_stalled() {
     once.dedup();
     assert_eq!(asked, once, "no key asked for twice");
 }
+
+/// The attribute: `batch(ids)` over a database handle that is cloned for the origin,
+/// with a tenant that keys every element.
+mod attribute {
+    use super::*;
+    use stampede::cached;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts queries and the ids each asked for; finds every id but multiples of 7.
+    #[derive(Clone, Default)]
+    pub struct Db {
+        queries: Arc<Mutex<Vec<Vec<u64>>>>,
+    }
+
+    impl Db {
+        async fn prices(&self, tenant: &str, ids: &[u64]) -> Result<Vec<(u64, String)>, AppError> {
+            self.queries.lock().unwrap().push(ids.to_vec());
+            if ids.contains(&13) {
+                return Err(AppError::Down(13));
+            }
+            Ok(ids
+                .iter()
+                .filter(|id| *id % 7 != 0)
+                .map(|id| (*id, format!("{tenant}:{id}")))
+                .collect())
+        }
+
+        fn queries(&self) -> Vec<Vec<u64>> {
+            self.queries.lock().unwrap().clone()
+        }
+    }
+
+    #[cached(fresh = "60s", batch(ids), clone(db))]
+    async fn prices(
+        tenant: String,
+        ids: Vec<u64>,
+        db: &Db,
+    ) -> Result<HashMap<u64, String>, AppError> {
+        let rows = db.prices(&tenant, &ids).await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    #[tokio::test]
+    async fn one_query_for_the_ids_nobody_has_per_tenant() {
+        let db = Db::default();
+        let a = "batch-attr-a".to_owned();
+        let found = bounded(prices(a.clone(), (1..=8).collect(), &db))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 7, "7 is not there");
+        assert_eq!(found[&3], "batch-attr-a:3");
+        // 1..=8 are cached (7 as not found); another tenant's 3 is another key.
+        let found = bounded(prices(a.clone(), vec![3, 7, 9], &db))
+            .await
+            .unwrap();
+        assert_eq!(
+            found.keys().copied().collect::<BTreeSet<_>>(),
+            BTreeSet::from([3, 9])
+        );
+        bounded(prices("batch-attr-b".to_owned(), vec![3], &db))
+            .await
+            .unwrap();
+        assert_eq!(db.queries(), vec![(1..=8).collect(), vec![9], vec![3]]);
+        // The handle invalidates one element's key.
+        bounded(PRICES.invalidate(&(a.clone(), 3))).await.unwrap();
+        bounded(prices(a.clone(), vec![2, 3], &db)).await.unwrap();
+        assert_eq!(db.queries().last(), Some(&vec![3]));
+        // An origin error is the caller's error.
+        let failed = bounded(prices(a, vec![12, 13], &db)).await;
+        assert!(matches!(failed, Err(AppError::Down(13))), "{failed:?}");
+    }
+
+    static UNKEPT_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    /// A set of keys, and `cache_none = false`: an id the origin did not find is asked
+    /// for again.
+    #[cached(fresh = "60s", batch(ids), cache_none = false)]
+    async fn kept_if_found(ids: std::collections::HashSet<u64>) -> HashMap<u64, u64> {
+        UNKEPT_CALLS.fetch_add(1, Ordering::SeqCst);
+        ids.into_iter()
+            .filter(|id| id % 7 != 0)
+            .map(|id| (id, id))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_missing_id_is_asked_for_again_without_cache_none() {
+        let ids = || std::collections::HashSet::from([6, 7]);
+        assert_eq!(bounded(kept_if_found(ids())).await.len(), 1);
+        assert_eq!(bounded(kept_if_found(ids())).await.len(), 1);
+        assert_eq!(UNKEPT_CALLS.load(Ordering::SeqCst), 2, "7 asked for again");
+        assert_eq!(KEPT_IF_FOUND.stats().origin_calls, 3, "6, 7, then 7");
+    }
+
+    static SLICE_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    /// A slice of keys, a map by `BTreeMap`, a value that cannot fail.
+    #[cached(fresh = "60s", batch(ids))]
+    async fn squares(ids: &[u32]) -> BTreeMap<u32, u64> {
+        SLICE_CALLS.fetch_add(1, Ordering::SeqCst);
+        ids.iter()
+            .map(|id| (*id, u64::from(*id) * u64::from(*id)))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_slice_of_keys_and_a_plain_map() {
+        let found = bounded(squares(&[2, 3, 3])).await;
+        assert_eq!(found, BTreeMap::from([(2, 4), (3, 9)]));
+        let found = bounded(squares(&[3, 4])).await;
+        assert_eq!(found, BTreeMap::from([(3, 9), (4, 16)]));
+        assert_eq!(SLICE_CALLS.load(Ordering::SeqCst), 2);
+    }
+}

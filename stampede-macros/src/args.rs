@@ -48,15 +48,18 @@ pub(crate) struct Args {
     pub(crate) source_version: Option<Set<Expr>>,
     pub(crate) returns: Option<Set<Returning>>,
     pub(crate) mode: Option<Set<LoadMode>>,
+    /// `batch(ids)`: the argument whose elements are each an entry of their own.
+    pub(crate) batch: Option<Set<Ident>>,
 }
 
 // What to write instead, for the options whose value is written wrong.
 const SKIP_HELP: &str = "write `skip(arg, ...)` with the arguments that do not change the result";
 const CLONE_HELP: &str = "write `clone(arg, ...)` with the borrowed arguments (or `self`) the function may run on an owned clone of";
+const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the keys (`Vec<K>`, `&[K]`, `HashSet<K>` or `BTreeSet<K>`)";
 const MAP_ERROR_HELP: &str = "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`";
 
 /// Every option, for the message about an unknown one.
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, returns, mode";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, returns, mode, batch";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -178,6 +181,14 @@ impl Args {
             }),
             "mode" => set(&mut self.mode, name, cx, |cx| {
                 values::load_mode(name, &value, cx)
+            }),
+            "batch" => set(&mut self.batch, name, cx, |cx| {
+                let mut names = values::names(name, value, cx, BATCH_HELP)?;
+                if names.len() != 1 {
+                    cx.error(name, BATCH_HELP);
+                    return None;
+                }
+                names.pop()
             }),
             other => self.unknown(name, other, cx),
         }

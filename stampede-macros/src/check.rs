@@ -8,6 +8,7 @@ use crate::plan::{Cloned, Key, Mode, Param, Plan, Returns};
 use proc_macro2::Span;
 use syn::ItemFn;
 
+mod batch;
 mod clone;
 mod key;
 mod key_usage;
@@ -33,16 +34,28 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         options::check_cache_none(&args, returns, cx);
     }
     let (cloned, clone_listed) = clone::check_clones(&args, receiver.as_ref(), &params, cx);
+    let batch = batch::check_batch(&args, &params, returns.as_ref(), sync, cx);
     let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &clone_listed, cx);
-    let mode = mode::leader_mode(
-        sig,
-        receiver.as_ref(),
-        &params,
-        &clone_listed,
-        args.mode.as_ref(),
-        cx,
-    );
+    let mode = match &args.batch {
+        Some(keys) => mode::batch_mode(
+            sig,
+            receiver.as_ref(),
+            &params,
+            &clone_listed,
+            &keys.value.to_string(),
+            cx,
+        ),
+        None => mode::leader_mode(
+            sig,
+            receiver.as_ref(),
+            &params,
+            &clone_listed,
+            args.mode.as_ref(),
+            cx,
+        ),
+    };
     let (key, key_span) = key?;
+    let batch = batch?;
     let checked = Checked {
         fresh: fresh?,
         key,
@@ -53,6 +66,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         sync,
         params,
         cloned,
+        batch,
     };
     Some(plan(args, checked))
 }
@@ -68,6 +82,7 @@ struct Checked {
     sync: bool,
     params: Vec<Param>,
     cloned: Vec<Cloned>,
+    batch: Option<crate::plan::Batch>,
 }
 
 fn plan(args: Args, checked: Checked) -> Plan {
@@ -98,6 +113,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         sync: checked.sync,
         params: checked.params,
         cloned: checked.cloned,
+        batch: checked.batch,
     }
 }
 

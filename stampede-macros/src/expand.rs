@@ -9,6 +9,7 @@ use quote::quote;
 use syn::{Block, ItemFn};
 use types::{private, trait_imports, Types};
 
+mod batch;
 mod cache;
 mod call;
 mod handle;
@@ -49,15 +50,22 @@ fn body(plan: &Plan, types: &Types, cache: &CacheSite, block: &Block) -> TokenSt
         ..
     } = types;
     let assertions = types::assertions(plan, types);
-    let key_value = key::key_value(plan);
     let uses = trait_imports();
     let body_site = cache.handle(quote!(|| ""), &quote!(#private::ExpressionKey::new()));
-    let call = call::call(plan, types, block);
+    // A batch builds a key per element in its call.
+    let (key, call) = match &plan.batch {
+        Some(batch) => (TokenStream::new(), batch::call(plan, batch, types, block)),
+        None => {
+            let key_value = key::key_value(plan);
+            let key = quote!(let __stampede_key: #key_ty = #key_value;);
+            (key, call::call(plan, types, block))
+        }
+    };
     quote! {
         // First, before any other cached call can: this call's `bypass` or `refresh`.
         let __stampede_mode = #private::take_call_mode();
         #assertions
-        let __stampede_key: #key_ty = #key_value;
+        #key
         // The instantiation this call runs in (a generic `impl` makes several): the type
         // of a closure written here, by its name (which the handle can match) and its
         // type id (which tells apart instantiations whose names print alike).

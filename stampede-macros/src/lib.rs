@@ -33,7 +33,8 @@ use proc_macro::TokenStream;
 ///
 /// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
 /// `jitter`, `key`, `key_type`, `skip`, `timeout`, `admission`, `lease`, `name`,
-/// `version`, `capacity`, `local`, `map_error`, `source_version`, `clone`, `trait_impl`;
+/// `version`, `capacity`, `local`, `map_error`, `source_version`, `clone`, `trait_impl`,
+/// `batch`;
 /// `docs/attribute.md` has the table with defaults.
 /// Every argument, `self` included, must be in the key or in `skip(...)`.
 #[proc_macro_attribute]

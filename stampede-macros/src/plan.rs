@@ -69,6 +69,30 @@ pub(crate) struct Cloned {
     pub(crate) is_self: bool,
 }
 
+/// `batch(ids)`: each element of one argument is an entry of its own, and the function
+/// returns the values it found by key.
+pub(crate) struct Batch {
+    /// The argument's index in `params`.
+    pub(crate) param: usize,
+    /// How the argument holds the keys.
+    pub(crate) collection: Collection,
+    /// The key type of one element.
+    pub(crate) element: Type,
+    /// The key type of the returned map, which must be `element`.
+    pub(crate) key: Type,
+    /// The value type of the returned map.
+    pub(crate) value: Type,
+}
+
+/// The collections a batch argument may be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Collection {
+    /// `Vec<K>`, `HashSet<K>`, `BTreeSet<K>`: collected from the keys asked for.
+    Owned,
+    /// `&[K]`: a `Vec` of the keys asked for, lent.
+    Slice,
+}
+
 /// A checked attribute, ready to expand.
 pub(crate) struct Plan {
     pub(crate) fresh: Millis,
@@ -104,4 +128,5 @@ pub(crate) struct Plan {
     pub(crate) sync: bool,
     pub(crate) params: Vec<Param>,
     pub(crate) cloned: Vec<Cloned>,
+    pub(crate) batch: Option<Batch>,
 }

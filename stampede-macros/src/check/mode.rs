@@ -36,6 +36,28 @@ pub(super) fn leader_mode(
     }
 }
 
+/// A batch function's origin is called for chunks of keys, outliving the call: nothing
+/// it runs on may borrow. `keys` (the batch argument) is read before, never borrowed.
+pub(super) fn batch_mode(
+    sig: &Signature,
+    receiver: Option<&Receiver>,
+    params: &[Param],
+    clone_listed: &BTreeSet<String>,
+    keys: &str,
+    cx: &mut Ctxt,
+) -> Mode {
+    let mut owned = clone_listed.clone();
+    owned.insert(keys.to_owned());
+    let (borrowing, _) = borrowing_arguments(sig, receiver, params, &owned);
+    for (span, arg) in &borrowing {
+        cx.error_at(
+            *span,
+            format!("a `batch` function's origin outlives the call (its keys may be asked for together with other calls' keys), so it cannot hold the borrowed `{arg}`: write `clone({arg})` if it is cheap to clone (a pool, a client, an `Arc`), or pass it owned"),
+        );
+    }
+    Mode::Detached
+}
+
 /// The arguments (and `self`) the origin would borrow unless cloned, each with its span;
 /// and whether any argument's type is generic, which may borrow.
 fn borrowing_arguments(

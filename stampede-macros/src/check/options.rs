@@ -98,6 +98,10 @@ pub(super) fn check_error_path_options(args: &Args, returns: &Returns, cx: &mut 
 /// `cache_none` only where the cached value is an `Option`.
 pub(super) fn check_cache_none(args: &Args, returns: &Returns, cx: &mut Ctxt) {
     let Some(set) = &args.cache_none else { return };
+    // A batch keeps a key its origin did not find as `None`.
+    if args.batch.is_some() {
+        return;
+    }
     let option = match returns.cached() {
         Type::Path(path) if path.qself.is_none() => path
             .path
@@ -109,7 +113,7 @@ pub(super) fn check_cache_none(args: &Args, returns: &Returns, cx: &mut Ctxt) {
     if !option {
         cx.error(
             &set.name,
-            "`cache_none` is about functions that return an `Option` (or `Result<Option<T>, E>`); this one caches another type",
+            "`cache_none` is about functions that return an `Option` (or `Result<Option<T>, E>`), and `batch` functions; this one caches another type",
         );
     }
 }

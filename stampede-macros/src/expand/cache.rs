@@ -156,7 +156,16 @@ fn policy(plan: &Plan) -> TokenStream {
         calls.push(quote!(.admission(#admission)));
     }
     if plan.skip_none {
-        let value_ty = plan.returns.cached();
+        let value_ty = match &plan.batch {
+            Some(batch) => {
+                let found = &batch.value;
+                quote!(::core::option::Option<#found>)
+            }
+            None => {
+                let cached = plan.returns.cached();
+                quote!(#cached)
+            }
+        };
         calls.push(quote!(.cache_if(::core::option::Option::is_some as fn(&#value_ty) -> bool)));
     }
     if let (Some(kept), Returns::Result { err, .. }) = (&plan.cache_errors, &plan.returns) {

@@ -10,8 +10,6 @@ use syn::Block;
 
 /// The call through the cache and the caller's answer, as the function's return type.
 pub(super) fn call(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
-    let private = private();
-    let ret_ty = &types.ret;
     let (take_clones, give_clones) = clones(plan);
     let origin = origin(plan, types, body(plan, types, block), &give_clones);
     let call = if plan.sync {
@@ -19,12 +17,25 @@ pub(super) fn call(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
     } else {
         async_call(plan, types, &take_clones, &origin)
     };
+    callers_answer(plan, types, &call, &quote!(value))
+}
+
+/// The caller's answer from the cache's `outcome`, as the function's return type: the
+/// `Ok` value as `value` (an expression over `value`), a failure as the caller's own `E`.
+pub(super) fn callers_answer(
+    plan: &Plan,
+    types: &Types,
+    outcome: &TokenStream,
+    value: &TokenStream,
+) -> TokenStream {
+    let private = private();
+    let ret_ty = &types.ret;
     match &plan.returns {
         Returns::Result { .. } => {
             let answer = answer(plan, types);
             quote! {
-                <#ret_ty as #private::Fallible>::from_result(match #call {
-                    ::core::result::Result::Ok(value) => ::core::result::Result::Ok(value),
+                <#ret_ty as #private::Fallible>::from_result(match #outcome {
+                    ::core::result::Result::Ok(value) => ::core::result::Result::Ok(#value),
                     #[allow(clippy::needless_borrow)]
                     ::core::result::Result::Err(failure) => {
                         #[allow(unused_imports)]
@@ -35,8 +46,8 @@ pub(super) fn call(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
             }
         }
         Returns::Value(_) => quote! {
-            match #call {
-                ::core::result::Result::Ok(value) => value,
+            match #outcome {
+                ::core::result::Result::Ok(value) => #value,
                 ::core::result::Result::Err(error) => #private::origin_failed(error),
             }
         },
@@ -45,7 +56,7 @@ pub(super) fn call(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
 
 /// The body as written. A typed, unreachable `return` pins its type to the declared one,
 /// so a wrong `return` or `?` is reported in the user's code, not in ours.
-fn body(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
+pub(super) fn body(plan: &Plan, types: &Types, block: &Block) -> TokenStream {
     let ret_ty = &types.ret;
     let stmts = &block.stmts;
     let stmts = if plan.cloned.iter().any(|c| c.is_self) {
@@ -209,7 +220,7 @@ fn answer(plan: &Plan, types: &Types) -> TokenStream {
 /// `clone(...)`, so a type that is not `Clone` is reported there), and those that give the
 /// body its arguments back inside the origin, as references to the clones where the
 /// arguments were references, so the body reads as written.
-fn clones(plan: &Plan) -> (TokenStream, TokenStream) {
+pub(super) fn clones(plan: &Plan) -> (TokenStream, TokenStream) {
     let mut take = TokenStream::new();
     let mut give = TokenStream::new();
     for (i, cloned) in plan.cloned.iter().enumerate() {

@@ -12,7 +12,11 @@ pub(super) fn key_type(plan: &Plan) -> TokenStream {
     }
     match &plan.key {
         Key::Expr { ty, .. } => ty.to_token_stream(),
-        Key::Params(parts) => one_or_tuple(parts.iter().map(|&i| owned_type(&plan.params[i]))),
+        Key::Params(parts) => one_or_tuple(parts.iter().map(|&i| match &plan.batch {
+            // A batch's key holds one element of the batch argument.
+            Some(batch) if batch.param == i => batch.element.to_token_stream(),
+            _ => owned_type(&plan.params[i]),
+        })),
     }
 }
 
@@ -27,7 +31,7 @@ fn owned_value(param: &Param) -> TokenStream {
 }
 
 /// One part as itself, any other number as a tuple: the shape of a key of arguments.
-fn one_or_tuple(parts: impl IntoIterator<Item = TokenStream>) -> TokenStream {
+pub(super) fn one_or_tuple(parts: impl IntoIterator<Item = TokenStream>) -> TokenStream {
     let mut parts: Vec<TokenStream> = parts.into_iter().collect();
     match parts.len() {
         1 => parts.remove(0),
@@ -116,7 +120,7 @@ pub(super) fn key_builder(plan: &Plan, key_ty: &TokenStream) -> (TokenStream, To
     let Key::Params(parts) = &plan.key else {
         return none;
     };
-    if plan.key_type.is_some() {
+    if plan.key_type.is_some() || plan.batch.is_some() {
         return none;
     }
     let keyed: Vec<&Param> = parts.iter().map(|&i| &plan.params[i]).collect();

@@ -38,6 +38,14 @@ impl Types {
             Returns::Result { ty, ok, err } => (ok.clone(), err.clone(), ty.clone()),
             Returns::Value(ty) => (ty.clone(), syn::parse_quote!(#private::Error), ty.clone()),
         };
+        // A batch caches each element's value, or `None` where the origin found nothing.
+        let value = match &plan.batch {
+            Some(batch) => {
+                let found = &batch.value;
+                syn::parse_quote_spanned!(found.span()=> ::core::option::Option<#found>)
+            }
+            None => value,
+        };
         // A `Result` function's cache carries its failures as `Failure<E>` (the origin's
         // error behind an `Arc`), so an `E` that is not `Clone` still reaches every caller.
         let cache_error = match &plan.returns {

@@ -99,3 +99,30 @@ impl<E> MapMissing<E> for ErrorMap<E> {
     note = "implement `From<stampede::Error> for {Self}`; if `{Self}` belongs to another crate, as `sqlx::Error` and `io::Error` do, the orphan rule forbids that impl: return an error type of your own with a variant for `{Self}` and one for `stampede::Error`, or pass `map_error = path::to::fn` that turns a `stampede::Error` into a `{Self}`"
 )]
 pub trait CarriesCacheFailures {}
+
+/// A `batch` function's map is keyed by the elements of its batch argument: the key type
+/// of the map is that element type. Asked once, under the map's key type.
+#[diagnostic::on_unimplemented(
+    message = "a `batch` function's map must be keyed by the elements of its batch argument: `{Self}` is not `{E}`",
+    label = "keyed by `{Self}`",
+    note = "return `HashMap<{E}, V>` (or `BTreeMap`), the key of each value the element it was asked for"
+)]
+pub trait BatchKey<E> {
+    fn into_element(self) -> E;
+    fn from_element(element: E) -> Self;
+}
+
+impl<T> BatchKey<T> for T {
+    fn into_element(self) -> T {
+        self
+    }
+    fn from_element(element: T) -> T {
+        element
+    }
+}
+
+/// The ways between a batch argument's elements `E` and a map's keys `M`.
+#[allow(clippy::type_complexity)]
+pub fn batch_keys<E, M: BatchKey<E>>() -> (fn(M) -> E, fn(E) -> M) {
+    (M::into_element, M::from_element)
+}

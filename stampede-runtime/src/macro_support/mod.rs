@@ -27,6 +27,7 @@ pub use build::{
     ReturnsResult, ReturnsValue,
 };
 pub use guards::{
-    assert_origin_error, assert_storable_value, clone_for_origin, CarriesCacheFailures,
-    CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound, StorableValue,
+    assert_origin_error, assert_storable_value, batch_keys, clone_for_origin, BatchKey,
+    CarriesCacheFailures, CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound,
+    StorableValue,
 };
