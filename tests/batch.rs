@@ -112,6 +112,49 @@ async fn overlapping_batches_on_three_tiered_replicas_ask_for_each_key_once() {
         .await;
 }
 
+/// Eight replicas, each asking for 1..=100 at once: every id is loaded once for the
+/// fleet, by whichever replica took its lease; the others wait for those keys only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_redis_replicas_asking_for_the_same_hundred_ids_load_each_once() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let replicas: Vec<Prices> = (0..8)
+        .map(|_| replica(Backend::redis(redis.url()), "batch-eight"))
+        .collect();
+    let origin = Origin::default();
+    let start = Arc::new(tokio::sync::Barrier::new(replicas.len()));
+    let tasks: Vec<_> = replicas
+        .iter()
+        .map(|cache| {
+            let (cache, start) = (cache.clone(), start.clone());
+            let prices = origin.prices(Duration::from_millis(50));
+            tokio::spawn(async move {
+                start.wait().await;
+                cache.load_many(1..=100, prices).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(bounded(task).await.unwrap().unwrap(), expected(1..=100));
+    }
+    assert_eq!(
+        origin.asked(),
+        (1..=100).collect::<Vec<_>>(),
+        "each id once"
+    );
+    eprintln!(
+        "CALLS {:?}",
+        origin
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.len())
+            .collect::<Vec<_>>()
+    );
+}
+
 /// An invalidation on one replica reaches the batch of another: the next batch asks for
 /// the invalidated key only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
