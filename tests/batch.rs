@@ -143,16 +143,6 @@ async fn eight_redis_replicas_asking_for_the_same_hundred_ids_load_each_once() {
         (1..=100).collect::<Vec<_>>(),
         "each id once"
     );
-    eprintln!(
-        "CALLS {:?}",
-        origin
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|c| c.len())
-            .collect::<Vec<_>>()
-    );
 }
 
 /// An invalidation on one replica reaches the batch of another: the next batch asks for
