@@ -16,6 +16,8 @@
 //! late keys: handed over after that (a refresh of a stale key, a parked load that
 //!            loads itself after all, a single-key call through a `Batcher`) wait out
 //!            `batch_window` from the first of them, then go together
+//! running:   while an origin call of the gather runs, keys due wait for its end and go
+//!            in the next call together (group commit), unless `max_batch` of them wait
 //! ```
 //!
 //! Parking is heard through [`parked`], which the load's waiting steps call while the
@@ -26,7 +28,7 @@
 //! origin call per `fresh`. An origin error fails only the keys of its chunk, and each of
 //! those loads treats it as its own failure (its stale value under `stale_if_error`).
 use super::leader::{boxed, Detached};
-use super::{Cache, Lookup};
+use super::{Cache, Lookup, Unanswered};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::error::Error;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -87,10 +89,29 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
         F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
     {
+        let (found, loads) = self.looked_up(keys);
+        let inner = &self.inner;
+        let gather = Gather::new(
+            origin,
+            inner.policy.max_batch(),
+            inner.policy.batch_window(),
+            inner.map_error,
+            inner.policy.name().clone(),
+        );
+        self.load_through(&gather, found, loads).await
+    }
+
+    /// Each key once: fresh values at once (absent ones need nothing), the rest to load.
+    #[allow(clippy::type_complexity)]
+    fn looked_up(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> (HashMap<K, V>, Vec<(K, Unanswered<Option<V>>)>) {
         let mut found = HashMap::new();
         let mut loads = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for key in keys {
-            if found.contains_key(&key) || loads.iter().any(|(k, _)| *k == key) {
+            if !seen.insert(key.clone()) {
                 continue;
             }
             match self.lookup(&key) {
@@ -101,22 +122,28 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
                 Lookup::Load(unanswered) => loads.push((key, unanswered)),
             }
         }
+        (found, loads)
+    }
+
+    /// The keys of one call that need a load (`loads`, beside those `found` fresh), each
+    /// loaded with an origin that hands the key to `gather`.
+    async fn load_through<F>(
+        &self,
+        gather: &Arc<Gather<K, V, E, F>>,
+        mut found: HashMap<K, V>,
+        loads: Vec<(K, Unanswered<Option<V>>)>,
+    ) -> Result<HashMap<K, V>, E>
+    where
+        F: Origin<K, V, E>,
+    {
         if loads.is_empty() {
             return Ok(found);
         }
-        let inner = &self.inner;
-        let gather = Gather::new(
-            origin,
-            loads.len(),
-            inner.policy.max_batch(),
-            inner.policy.batch_window(),
-            inner.map_error,
-            inner.policy.name().clone(),
-        );
+        let call = Arc::new(Call(std::sync::atomic::AtomicUsize::new(loads.len())));
         let mut running: FuturesUnordered<_> = loads
             .into_iter()
             .map(|(key, unanswered)| {
-                let ticket = Ticket::default();
+                let ticket = Ticket::of(&call);
                 let origin = gather.clone().origin_of(ticket.clone());
                 let load =
                     self.load_found::<Detached, _, _>(key.clone(), unanswered, boxed(origin));
@@ -189,7 +216,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
             // No keys of its own to wait for: every key is a late one.
             gather: Gather::new(
                 origin,
-                0,
                 inner.policy.max_batch(),
                 inner.policy.batch_window(),
                 inner.map_error,
@@ -213,13 +239,21 @@ where
     F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
 {
+    /// [`Cache::load_many`] through this batcher's origin: the keys nobody has share origin
+    /// calls with the other calls through it. Keys asked for while one of its origin calls
+    /// runs go in the next one, when it ends, so a busy origin gets fewer, larger calls.
+    pub async fn load_many(&self, keys: impl IntoIterator<Item = K>) -> Result<HashMap<K, V>, E> {
+        let (found, loads) = self.cache.looked_up(keys);
+        self.cache.load_through(&self.gather, found, loads).await
+    }
+
     /// `key`'s value (`None`: the origin did not find it), loaded, when nothing servable
     /// is cached, in one origin call with the other keys asked for within the window.
     pub async fn load(&self, key: K) -> Result<Option<V>, E> {
         match self.cache.lookup(&key) {
             Lookup::Fresh(value) => Ok(value),
             Lookup::Load(unanswered) => {
-                let origin = self.gather.clone().origin_of(Ticket::settled());
+                let origin = self.gather.clone().origin_of(Ticket::single());
                 self.cache
                     .load_found::<Detached, _, _>(key, unanswered, boxed(origin))
                     .await
@@ -236,33 +270,43 @@ impl<K, V, E, F> std::fmt::Debug for Batcher<K, V, E, F> {
     }
 }
 
-/// One batch call's keys on their way to the origin.
+/// Keys on their way to one batch origin: the pool they are handed to, and the origin
+/// calls that take them. One per `load_many` call, or one per [`Batcher`], shared by its
+/// calls.
 struct Gather<K, V, E, F> {
-    /// Itself, for the origin call a parked key starts.
+    /// Itself, for the origin calls a settling key starts.
     me: std::sync::Weak<Self>,
     origin: F,
     max_batch: usize,
     window: Duration,
     map_error: fn(Error) -> E,
     cache: Arc<str>,
-    state: Mutex<Gathered<K, V, E>>,
+    pool: Mutex<Pool<K, V, E>>,
 }
 
-struct Gathered<K, V, E> {
+struct Pool<K, V, E> {
     /// Keys handed over, each with where its answer goes.
     asked: Vec<Asked<K, V, E>>,
-    /// Keys of the call still on their way: neither answered, nor handed over, nor
-    /// parked (waiting on something else).
-    unsettled: usize,
-    /// A key's origin waits out the window for the keys still on their way.
+    /// Origin calls running: keys handed over meanwhile go in the next one, asked for
+    /// when these end (group commit), so a busy origin gets fewer, larger calls.
+    in_flight: usize,
+    /// A key waits out the window for others to join it.
     window_open: bool,
     /// Origin calls due without a runtime to run them in a task.
     stashed: Vec<Vec<Asked<K, V, E>>>,
 }
 
-/// Where one key of the call stands, for the gather's count of keys still on their way.
-#[derive(Clone, Default)]
-struct Ticket(Arc<AtomicU8>);
+/// The keys of one `load_many` call still on their way: neither answered, nor handed
+/// over, nor parked (waiting on something else).
+struct Call(std::sync::atomic::AtomicUsize);
+
+/// Where one key stands, for its call's count of keys still on their way.
+#[derive(Clone)]
+struct Ticket {
+    state: Arc<AtomicU8>,
+    /// The call the key belongs to; none for a single key (a `Batcher::load`).
+    call: Option<Arc<Call>>,
+}
 
 const ON_ITS_WAY: u8 = 0;
 /// Waiting on something outside the call: another load of the key (here, or another
@@ -272,16 +316,49 @@ const PARKED: u8 = 1;
 const SETTLED: u8 = 2;
 
 impl Ticket {
-    /// A key that is no call's: it only ever hands itself over late.
-    fn settled() -> Self {
-        Ticket(Arc::new(AtomicU8::new(SETTLED)))
+    fn of(call: &Arc<Call>) -> Self {
+        Ticket {
+            state: Arc::new(AtomicU8::new(ON_ITS_WAY)),
+            call: Some(call.clone()),
+        }
     }
 
-    /// Moves the key to `to`; whether it was on its way until now (and so leaves the
-    /// count). A key only moves forward.
+    /// A key that is no call's: it only ever hands itself over late.
+    fn single() -> Self {
+        Ticket {
+            state: Arc::new(AtomicU8::new(SETTLED)),
+            call: None,
+        }
+    }
+
+    /// Moves the key to `to`; whether that made it the last of its call on its way.
     fn advance(&self, to: u8) -> bool {
-        let was = self.0.fetch_max(to, Ordering::AcqRel);
-        was == ON_ITS_WAY && to > ON_ITS_WAY
+        let was = self.state.fetch_max(to, Ordering::AcqRel);
+        let Some(call) = &self.call else { return false };
+        was == ON_ITS_WAY && to > ON_ITS_WAY && call.0.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Whether the key hands itself over while its call still waits for it.
+    fn on_its_way(&self) -> bool {
+        self.state.load(Ordering::Acquire) == ON_ITS_WAY
+    }
+}
+
+/// A batch origin as the gather calls it: the keys asked for in, the values found by key
+/// out. Every `Fn(Vec<K>) -> impl Future<Output = Result<HashMap<K, V>, E>>` is one.
+trait Origin<K, V, E>: Send + Sync + 'static {
+    type Called: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static;
+    fn call(&self, keys: Vec<K>) -> Self::Called;
+}
+
+impl<K, V, E, F, Fut> Origin<K, V, E> for F
+where
+    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+{
+    type Called = Fut;
+    fn call(&self, keys: Vec<K>) -> Fut {
+        self(keys)
     }
 }
 
@@ -297,21 +374,19 @@ enum Next<K, V, E> {
     Ask(Vec<Asked<K, V, E>>),
     /// Wait out the window, then ask for whatever has been handed over.
     Window,
-    /// Another key will ask.
+    /// Another key, or the end of a running origin call, will ask.
     Wait,
 }
 
-impl<K, V, E, F, Fut> Gather<K, V, E, F>
+impl<K, V, E, F> Gather<K, V, E, F>
 where
     K: CacheKey,
     V: LocalValue,
     E: CacheError,
-    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+    F: Origin<K, V, E>,
 {
     fn new(
         origin: F,
-        keys: usize,
         max_batch: usize,
         window: Duration,
         map_error: fn(Error) -> E,
@@ -324,13 +399,17 @@ where
             window,
             map_error,
             cache,
-            state: Mutex::new(Gathered {
+            pool: Mutex::new(Pool {
                 asked: Vec::new(),
-                unsettled: keys,
+                in_flight: 0,
                 window_open: false,
                 stashed: Vec::new(),
             }),
         })
+    }
+
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool<K, V, E>> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The origin of one key's load: hand the key over, and answer what the batch's
@@ -347,30 +426,21 @@ where
 
     async fn ask(self: Arc<Self>, key: K, ticket: Ticket) -> Result<Option<V>, E> {
         let (answer, answered) = oneshot::channel();
+        // Handed over while its call waits for it, or late: a refresh (of a stale value
+        // the key was answered with), a load that waited elsewhere and now loads itself,
+        // a single key. A late key waits out a window, so that keys which fall due
+        // together are asked for together.
+        let during_call = ticket.on_its_way();
+        let last = ticket.advance(SETTLED);
         let next = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.asked.push((key, answer));
-            // Settled or parked already: a refresh (of a stale value the key was answered
-            // with), or a load that waited elsewhere and now loads itself. It waits out a
-            // window, so that keys which fall due together are asked for together.
-            let during_call = ticket.advance(SETTLED);
-            if during_call {
-                state.unsettled -= 1;
-            }
-            if during_call {
-                if state.unsettled == 0 {
-                    // Every key of the call is answered, parked or here: nothing left to
-                    // wait for.
-                    Next::Ask(std::mem::take(&mut state.asked))
-                } else {
-                    // The last key on its way asks, whether it hands itself over, is
-                    // answered or parks.
-                    Next::Wait
-                }
-            } else if state.window_open {
+            let mut pool = self.pool();
+            pool.asked.push((key, answer));
+            if last || pool.asked.len() >= self.max_batch {
+                self.ready(&mut pool)
+            } else if during_call || pool.window_open || pool.in_flight > 0 {
                 Next::Wait
             } else {
-                state.window_open = true;
+                pool.window_open = true;
                 Next::Window
             }
         };
@@ -383,9 +453,12 @@ where
                     tokio::time::sleep(self.window).await;
                 }
                 let asked = {
-                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    state.window_open = false;
-                    std::mem::take(&mut state.asked)
+                    let mut pool = self.pool();
+                    pool.window_open = false;
+                    match self.ready(&mut pool) {
+                        Next::Ask(asked) => asked,
+                        _ => Vec::new(),
+                    }
                 };
                 self.call(asked).await
             }
@@ -400,61 +473,122 @@ where
         })
     }
 
-    /// `ticket`'s key moved to `to` (answered, or parked); if it was the last one on its
-    /// way, the keys handed over are asked for: in a task of their own (their loads
-    /// outlive this caller), or, without a runtime, by the call's caller.
+    /// The keys handed over are due: asked for now unless an origin call is running, whose
+    /// end asks for them (or a full pool, which goes at once).
+    fn ready(&self, pool: &mut Pool<K, V, E>) -> Next<K, V, E> {
+        if pool.asked.is_empty() || (pool.in_flight > 0 && pool.asked.len() < self.max_batch) {
+            return Next::Wait;
+        }
+        pool.in_flight += 1;
+        Next::Ask(std::mem::take(&mut pool.asked))
+    }
+
+    /// `ticket`'s key moved to `to` (answered, or parked); if it was the last of its call
+    /// on its way, the keys handed over are due: asked for in a task of their own (their
+    /// loads outlive this caller), or, without a runtime, by the call's caller.
     fn settle(&self, ticket: &Ticket, to: u8) {
         if !ticket.advance(to) {
             return;
         }
-        let asked = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.unsettled -= 1;
-            if state.unsettled > 0 || state.asked.is_empty() {
-                return;
-            }
-            std::mem::take(&mut state.asked)
+        let Next::Ask(asked) = self.ready(&mut self.pool()) else {
+            return;
         };
+        self.spawn(asked);
+    }
+
+    fn spawn(&self, asked: Vec<Asked<K, V, E>>) {
         match (tokio::runtime::Handle::try_current(), self.me.upgrade()) {
             (Ok(runtime), Some(me)) => drop(runtime.spawn(async move { me.call(asked).await })),
-            _ => {
-                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                state.stashed.push(asked);
-            }
+            _ => self.pool().stashed.push(asked),
         }
     }
 
     /// An origin call no task could run.
     fn stashed(&self) -> Option<Vec<Asked<K, V, E>>> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.stashed.pop()
+        self.pool().stashed.pop()
     }
 
     /// One origin call per chunk of `max_batch` keys, at once; each key's answer to its
-    /// load.
+    /// load. When they end, the keys handed over meanwhile are asked for.
     async fn call(&self, mut asked: Vec<Asked<K, V, E>>) {
-        let mut calls = FuturesUnordered::new();
-        while !asked.is_empty() {
-            let rest = asked.split_off(asked.len().min(self.max_batch));
-            let chunk = std::mem::replace(&mut asked, rest);
-            let keys = chunk.iter().map(|(key, _)| key.clone()).collect();
-            let called = (self.origin)(keys);
-            calls.push(async move { (chunk, called.await) });
+        if asked.is_empty() {
+            return;
         }
-        while let Some((chunk, result)) = calls.next().await {
-            match result {
-                Ok(mut values) => {
-                    for (key, answer) in chunk {
-                        let _ = answer.send(Ok(values.remove(&key)));
+        // Counted in `in_flight` by `ready`; uncounted however this ends (a panicking
+        // origin, a dropped caller), so that the pool never waits for a call that is gone.
+        let mut running = Running {
+            gather: self,
+            counted: true,
+        };
+        loop {
+            let mut calls = FuturesUnordered::new();
+            while !asked.is_empty() {
+                let rest = asked.split_off(asked.len().min(self.max_batch));
+                let chunk = std::mem::replace(&mut asked, rest);
+                let keys = chunk.iter().map(|(key, _)| key.clone()).collect();
+                let called = self.origin.call(keys);
+                calls.push(async move { (chunk, called.await) });
+            }
+            while let Some((chunk, result)) = calls.next().await {
+                match result {
+                    Ok(mut values) => {
+                        for (key, answer) in chunk {
+                            let _ = answer.send(Ok(values.remove(&key)));
+                        }
                     }
-                }
-                Err(error) => {
-                    for (_, answer) in chunk {
-                        let _ = answer.send(Err(error.clone()));
+                    Err(error) => {
+                        for (_, answer) in chunk {
+                            let _ = answer.send(Err(error.clone()));
+                        }
                     }
                 }
             }
+            let mut pool = self.pool();
+            pool.in_flight -= 1;
+            running.counted = false;
+            match self.ready(&mut pool) {
+                Next::Ask(next) => {
+                    asked = next;
+                    running.counted = true;
+                }
+                _ => return,
+            }
         }
+    }
+}
+
+/// An origin call counted in its pool's `in_flight`.
+struct Running<'a, K, V, E, F>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: Origin<K, V, E>,
+{
+    gather: &'a Gather<K, V, E, F>,
+    counted: bool,
+}
+
+impl<K, V, E, F> Drop for Running<'_, K, V, E, F>
+where
+    K: CacheKey,
+    V: LocalValue,
+    E: CacheError,
+    F: Origin<K, V, E>,
+{
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
+        let gather = self.gather;
+        let mut pool = gather.pool();
+        pool.in_flight -= 1;
+        // The keys that waited for this call go in a call of their own.
+        let Next::Ask(asked) = gather.ready(&mut pool) else {
+            return;
+        };
+        drop(pool);
+        gather.spawn(asked);
     }
 }
 
@@ -463,13 +597,12 @@ trait Park: Send + Sync {
     fn park(&self, ticket: &Ticket, to: u8);
 }
 
-impl<K, V, E, F, Fut> Park for Gather<K, V, E, F>
+impl<K, V, E, F> Park for Gather<K, V, E, F>
 where
     K: CacheKey,
     V: LocalValue,
     E: CacheError,
-    F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+    F: Origin<K, V, E>,
 {
     fn park(&self, ticket: &Ticket, to: u8) {
         self.settle(ticket, to);

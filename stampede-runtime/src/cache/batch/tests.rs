@@ -350,3 +350,49 @@ async fn fifty_single_key_calls_within_the_window_are_one_origin_call() {
     assert_eq!(within(price.load(3)).await, Ok(Some(30)));
     assert_eq!(origin.calls().len(), 2);
 }
+
+/// A hundred callers asking at once for overlapping sets of 1..=200 through one batcher:
+/// every id reaches the origin once, and the callers that ask while an origin call runs
+/// share the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_overlapping_batches_ask_for_each_id_once_in_a_few_calls() {
+    let cache = cache("batch-hundred", |p| p);
+    let asked = Arc::new(Mutex::new(Vec::<Vec<u64>>::new()));
+    let origin = {
+        let asked = asked.clone();
+        move |ids: Vec<u64>| {
+            asked.lock().unwrap().push(ids.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, String>(
+                    ids.into_iter()
+                        .map(|id| (id, id))
+                        .collect::<HashMap<_, _>>(),
+                )
+            }
+        }
+    };
+    let prices = Arc::new(cache.batcher(origin));
+    let mut rng = fastrand::Rng::with_seed(7);
+    let calls: Vec<_> = (0..100)
+        .map(|_| {
+            let ids: Vec<u64> = (0..40).map(|_| rng.u64(1..=200)).collect();
+            let prices = prices.clone();
+            tokio::spawn(async move {
+                let found = prices.load_many(ids.clone()).await.unwrap();
+                assert!(ids.iter().all(|id| found.get(id) == Some(id)));
+            })
+        })
+        .collect();
+    for call in calls {
+        within(call).await.unwrap();
+    }
+    let asked = asked.lock().unwrap().clone();
+    let mut ids: Vec<u64> = asked.iter().flatten().copied().collect();
+    let total = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(total, ids.len(), "an id asked for twice: {asked:?}");
+    // ⌈200 / 100⌉ calls, and a few more for the callers that asked between two of them.
+    assert!(asked.len() <= 6, "{} origin calls: {asked:?}", asked.len());
+}
