@@ -6,7 +6,7 @@ use grammar::RawOption;
 use proc_macro2::TokenStream;
 use stampede_settings as settings;
 use syn::{Expr, Ident, LitStr, Path, Type};
-pub(crate) use values::{CacheErrors, LoadMode, Millis, Returning};
+pub(crate) use values::{BatchArgs, CacheErrors, LoadMode, Millis, Returning};
 
 mod grammar;
 mod values;
@@ -49,13 +49,13 @@ pub(crate) struct Args {
     pub(crate) returns: Option<Set<Returning>>,
     pub(crate) mode: Option<Set<LoadMode>>,
     /// `batch(ids)`: the argument whose elements are each an entry of their own.
-    pub(crate) batch: Option<Set<Ident>>,
+    pub(crate) batch: Option<Set<BatchArgs>>,
 }
 
 // What to write instead, for the options whose value is written wrong.
 const SKIP_HELP: &str = "write `skip(arg, ...)` with the arguments that do not change the result";
 const CLONE_HELP: &str = "write `clone(arg, ...)` with the borrowed arguments (or `self`) the function may run on an owned clone of";
-const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the keys (`Vec<K>`, `&[K]`, `HashSet<K>` or `BTreeSet<K>`)";
+const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the keys (`Vec<K>`, `&[K]`, `HashSet<K>` or `BTreeSet<K>`), or `batch(ids, single = price)` to also have a function for one key";
 const MAP_ERROR_HELP: &str = "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`";
 
 /// Every option, for the message about an unknown one.
@@ -183,12 +183,7 @@ impl Args {
                 values::load_mode(name, &value, cx)
             }),
             "batch" => set(&mut self.batch, name, cx, |cx| {
-                let mut names = values::names(name, value, cx, BATCH_HELP)?;
-                if names.len() != 1 {
-                    cx.error(name, BATCH_HELP);
-                    return None;
-                }
-                names.pop()
+                values::batch(name, value, cx, BATCH_HELP)
             }),
             other => self.unknown(name, other, cx),
         }

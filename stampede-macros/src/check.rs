@@ -34,7 +34,14 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         options::check_cache_none(&args, returns, cx);
     }
     let (cloned, clone_listed) = clone::check_clones(&args, receiver.as_ref(), &params, cx);
-    let batch = batch::check_batch(&args, &params, returns.as_ref(), sync, cx);
+    let batch = batch::check_batch(
+        &args,
+        &params,
+        returns.as_ref(),
+        sync,
+        receiver.is_some(),
+        cx,
+    );
     let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &clone_listed, cx);
     let mode = match &args.batch {
         Some(keys) => mode::batch_mode(
@@ -42,7 +49,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
             receiver.as_ref(),
             &params,
             &clone_listed,
-            &keys.value.to_string(),
+            &keys.value.keys.to_string(),
             cx,
         ),
         None => mode::leader_mode(

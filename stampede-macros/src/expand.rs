@@ -29,6 +29,10 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
     let cache = CacheSite::new(&plan, &sig.ident, &types);
     let body = body(&plan, &types, &cache, block);
     let handle = handle::handle_const(&plan, vis, sig, &types, &cache);
+    let single = match &plan.batch {
+        Some(batch) => batch::single_fn(&plan, batch, vis, sig),
+        None => TokenStream::new(),
+    };
     quote! {
         #(#attrs)*
         #vis #sig {
@@ -36,6 +40,7 @@ pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {
         }
 
         #handle
+        #single
     }
 }
 

@@ -82,6 +82,8 @@ pub(crate) struct Batch {
     pub(crate) key: Type,
     /// The value type of the returned map.
     pub(crate) value: Type,
+    /// `single = price`: the one-key function written beside this one.
+    pub(crate) single: Option<Ident>,
 }
 
 /// The collections a batch argument may be.

@@ -21,6 +21,9 @@ pub enum CallMode {
     Bypass,
     /// The origin, whatever the cache holds, and its value stored.
     Refresh,
+    /// One key of a `batch` function, through its single-key door: gathered with the
+    /// other single keys of the window.
+    Single,
 }
 
 thread_local! {
@@ -57,6 +60,16 @@ impl<F: Future> Future for PerCall<F> {
         // Not taken (the call was not a cached function): it must not reach another.
         NEXT.with(|next| next.set(CallMode::Cached));
         polled
+    }
+}
+
+/// One key of a `batch` function, from the single-key function the attribute writes
+/// beside it (`batch(ids, single = price)`).
+#[doc(hidden)]
+pub fn single<F: Future>(call: F) -> PerCall<F> {
+    PerCall {
+        call: Box::pin(call),
+        mode: Some(CallMode::Single),
     }
 }
 

@@ -396,5 +396,44 @@ pub(super) fn names(
     }
 }
 
+/// `batch(ids)` or `batch(ids, single = price)`.
+pub(crate) struct BatchArgs {
+    /// The argument that holds the keys.
+    pub(crate) keys: Ident,
+    /// The single-key function to write beside the batch one.
+    pub(crate) single: Option<Ident>,
+}
+
+pub(super) fn batch(name: &Ident, value: RawValue, cx: &mut Ctxt, help: &str) -> Option<BatchArgs> {
+    let RawValue::List(tokens) = value else {
+        cx.error(name, help);
+        return None;
+    };
+    let parse = |input: ParseStream| -> syn::Result<BatchArgs> {
+        let keys: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+        let mut single = None;
+        if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
+            let option: Ident = input.parse()?;
+            if option != "single" {
+                return Err(syn::Error::new(
+                    option.span(),
+                    format!("unknown `batch` setting `{option}`; write `batch(ids, single = price)` to also have a function for one key"),
+                ));
+            }
+            input.parse::<Token![=]>()?;
+            single = Some(input.parse()?);
+            input.parse::<Option<Token![,]>>()?;
+        }
+        Ok(BatchArgs { keys, single })
+    };
+    match syn::parse::Parser::parse2(parse, tokens) {
+        Ok(batch) => Some(batch),
+        Err(error) => {
+            cx.push(error);
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

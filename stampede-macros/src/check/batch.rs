@@ -13,12 +13,13 @@ pub(super) fn check_batch(
     params: &[Param],
     returns: Option<&Returns>,
     sync: bool,
+    method: bool,
     cx: &mut Ctxt,
 ) -> Option<Option<Batch>> {
     let Some(batch) = &args.batch else {
         return Some(None);
     };
-    let named = &batch.value;
+    let named = &batch.value.keys;
     let mut fine = true;
     if sync {
         cx.error(
@@ -78,7 +79,12 @@ pub(super) fn check_batch(
         },
         None => return None,
     };
+    if let (Some(single), true) = (&batch.value.single, method) {
+        cx.error(single, "`single = ...` writes a free function beside this one; it is not available on methods yet");
+        fine = false;
+    }
     fine.then_some(Some(Batch {
+        single: batch.value.single.clone(),
         param: index,
         collection,
         element,

@@ -8,7 +8,80 @@ use crate::plan::{Batch, Collection, Key, Plan, Returns};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::Block;
+use syn::{Block, Signature, Visibility};
+
+/// `single = price`: a function for one key beside the batch one, taking the element
+/// where the batch function takes the collection, and answering its value (`None`: not
+/// found). It calls the batch function with one key, in the single-key mode: its key is
+/// gathered with the other single keys of the window into one origin call.
+pub(super) fn single_fn(
+    plan: &Plan,
+    batch: &Batch,
+    vis: &Visibility,
+    sig: &Signature,
+) -> TokenStream {
+    let Some(single) = &batch.single else {
+        return TokenStream::new();
+    };
+    let private = private();
+    let batch_fn = &sig.ident;
+    let keys = plan.params[batch.param].ident();
+    let text = keys.to_string();
+    let element = match text.strip_suffix('s') {
+        Some(one) if !one.is_empty() => format_ident!("{}", one, span = keys.span()),
+        _ => format_ident!("key", span = keys.span()),
+    };
+    let element_ty = &batch.element;
+    let found_ty = &batch.value;
+    let mut inputs = Vec::new();
+    let mut args = Vec::new();
+    for (i, param) in plan.params.iter().enumerate() {
+        let name = param.ident();
+        if i == batch.param {
+            inputs.push(quote!(#element: #element_ty));
+            args.push(match batch.collection {
+                Collection::Owned => {
+                    quote!(::core::iter::FromIterator::from_iter(::core::iter::once(#element)))
+                }
+                Collection::Slice => quote!(::core::slice::from_ref(&#element)),
+            });
+        } else {
+            let ty = &param.ty;
+            inputs.push(quote!(#name: #ty));
+            args.push(quote!(#name));
+        }
+    }
+    let generics = &sig.generics;
+    let where_clause = &sig.generics.where_clause;
+    let (ret, answer) = match &plan.returns {
+        Returns::Result { err, .. } => (
+            quote!(::core::result::Result<::core::option::Option<#found_ty>, #err>),
+            quote! {
+                __stampede_found.map(|__stampede_found| {
+                    ::core::iter::Iterator::next(&mut ::core::iter::IntoIterator::into_iter(__stampede_found))
+                        .map(|(_, __stampede_value)| __stampede_value)
+                })
+            },
+        ),
+        Returns::Value(_) => (
+            quote!(::core::option::Option<#found_ty>),
+            quote! {
+                ::core::iter::Iterator::next(&mut ::core::iter::IntoIterator::into_iter(__stampede_found))
+                    .map(|(_, __stampede_value)| __stampede_value)
+            },
+        ),
+    };
+    let doc = format!(
+        " One key of [`{batch_fn}`]: its value, or `None` where it was not found. Concurrent calls that miss within the batch window go to the origin together, in one call of `{batch_fn}`'s body."
+    );
+    quote! {
+        #[doc = #doc]
+        #vis async fn #single #generics(#(#inputs),*) -> #ret #where_clause {
+            let __stampede_found = #private::single(#batch_fn(#(#args),*)).await;
+            #answer
+        }
+    }
+}
 
 pub(super) fn call(plan: &Plan, batch: &Batch, types: &Types, block: &Block) -> TokenStream {
     let private = private();
@@ -129,6 +202,8 @@ pub(super) fn call(plan: &Plan, batch: &Batch, types: &Types, block: &Block) -> 
     quote! {{
         #same_keys
         let __stampede_rest = (#(#rest_names,)*);
+        // The other keyed arguments: calls with the same ones share origin calls.
+        let __stampede_group = ::core::clone::Clone::clone(&__stampede_rest);
         let __stampede_skipped = (#(#skipped_names,)*);
         #take_clones
         let __stampede_keys: ::std::vec::Vec<#key_ty> = ::core::iter::Iterator::collect(
@@ -154,9 +229,37 @@ pub(super) fn call(plan: &Plan, batch: &Batch, types: &Types, block: &Block) -> 
                 #answer_of_origin
             }
         };
-        // `bypass` and `refresh`: the origin for every key, the cache left as it is.
         let __stampede_loaded = match __stampede_mode {
-            #private::CallMode::Cached => __stampede_cache.load_many(__stampede_keys, __stampede_origin).await,
+            // Calls with the same other arguments share origin calls (the first one's
+            // origin, whose skipped and cloned arguments do not change the result).
+            #private::CallMode::Cached => {
+                __stampede_cache.batcher_for(__stampede_group, move || __stampede_origin)
+                    .load_many(__stampede_keys)
+                    .await
+            }
+            // One key from the single-key function: gathered with the others of the window.
+            #private::CallMode::Single => {
+                let __stampede_batcher = __stampede_cache.batcher_for(__stampede_group, move || __stampede_origin);
+                let mut __stampede_found = ::std::collections::HashMap::new();
+                let mut __stampede_failed = ::core::option::Option::None;
+                for __stampede_key in __stampede_keys {
+                    match __stampede_batcher.load(::core::clone::Clone::clone(&__stampede_key)).await {
+                        ::core::result::Result::Ok(::core::option::Option::Some(__stampede_value)) => {
+                            __stampede_found.insert(__stampede_key, __stampede_value);
+                        }
+                        ::core::result::Result::Ok(::core::option::Option::None) => {}
+                        ::core::result::Result::Err(__stampede_error) => {
+                            __stampede_failed = ::core::option::Option::Some(__stampede_error);
+                            break;
+                        }
+                    }
+                }
+                match __stampede_failed {
+                    ::core::option::Option::Some(__stampede_error) => ::core::result::Result::Err(__stampede_error),
+                    ::core::option::Option::None => ::core::result::Result::Ok(__stampede_found),
+                }
+            }
+            // `bypass` and `refresh`: the origin for every key, the cache left as it is.
             _ => __stampede_origin(__stampede_keys).await,
         };
         #answer

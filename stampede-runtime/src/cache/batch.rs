@@ -225,6 +225,53 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
     }
 }
 
+/// The gathers of one cache that calls share, by group, each held while a batcher of it
+/// lives.
+pub(super) type Groups =
+    HashMap<crate::any_key::AnyKey, std::sync::Weak<dyn std::any::Any + Send + Sync>>;
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, Option<V>, E> {
+    /// The batcher of `group` (for a `batch` function: its other keyed arguments), made
+    /// with `make`'s origin unless one of the group is in use: calls of a group share
+    /// their origin calls, and single keys gather with them.
+    #[doc(hidden)]
+    pub fn batcher_for<G, F, Fut>(&self, group: G, make: impl FnOnce() -> F) -> Batcher<K, V, E, F>
+    where
+        G: std::hash::Hash + Eq + Send + Sync + 'static,
+        F: Fn(Vec<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
+    {
+        let mut groups = self.inner.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let group = crate::any_key::AnyKey::new(group);
+        let running = groups
+            .get(&group)
+            .and_then(std::sync::Weak::upgrade)
+            .and_then(|gather| gather.downcast::<Gather<K, V, E, F>>().ok());
+        let gather = match running {
+            Some(gather) => gather,
+            None => {
+                let inner = &self.inner;
+                let gather = Gather::new(
+                    make(),
+                    inner.policy.max_batch(),
+                    inner.policy.batch_window(),
+                    inner.map_error,
+                    inner.policy.name().clone(),
+                );
+                // Groups no call uses any more go when another arrives.
+                groups.retain(|_, gather| gather.strong_count() > 0);
+                let shared: Arc<dyn std::any::Any + Send + Sync> = gather.clone();
+                groups.insert(group, Arc::downgrade(&shared));
+                gather
+            }
+        };
+        Batcher {
+            cache: self.clone(),
+            gather,
+        }
+    }
+}
+
 /// Single-key loads that share origin calls: see [`Cache::batcher`].
 pub struct Batcher<K, V, E, F> {
     cache: Cache<K, Option<V>, E>,

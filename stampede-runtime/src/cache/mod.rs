@@ -258,6 +258,7 @@ where
             source_version: self.source_version,
             marks: OnceLock::new(),
             me: me.clone(),
+            batches: Default::default(),
         });
         if let Ok(runtime) = runtime {
             let observed: Weak<dyn Observed> = Arc::downgrade(&inner) as Weak<_>;
@@ -289,6 +290,9 @@ pub(crate) struct Inner<K, V, E> {
     marks: OnceLock<moka::sync::Cache<crate::any_key::AnyKey, u64>>,
     /// Itself, for the notice listener it starts.
     me: Weak<Inner<K, V, E>>,
+    /// The batch origins calls share, by group (a `batch` function's other arguments):
+    /// see `batch.rs`.
+    batches: std::sync::Mutex<batch::Groups>,
 }
 
 /// A cache's way to the shared store, connected on its first load.

@@ -16,7 +16,7 @@ pub use crate::cache::{Cache, Lookup, Unanswered};
 pub use crate::error::Error;
 pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, ShareableError};
 pub use crate::handle::{Claim, ExpressionKey, Handle, LeaderMode};
-pub use crate::per_call::{take_call_mode, CallMode};
+pub use crate::per_call::{single, take_call_mode, CallMode};
 pub use crate::policy::Policy;
 pub use asserted::{
     Asserted, Caches, Calls, Onward, PlainCaches, SharedCaches, SharedPlainCaches, Unfit,
