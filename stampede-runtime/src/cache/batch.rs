@@ -16,8 +16,9 @@
 //! late keys: handed over after that (a refresh of a stale key, a parked load that
 //!            loads itself after all, a single-key call through a `Batcher`) wait out
 //!            `batch_window` from the first of them, then go together
-//! running:   while an origin call of the gather runs, keys due wait for its end and go
-//!            in the next call together (group commit), unless `max_batch` of them wait
+//! running:   while an origin call of the gather runs, keys due wait `batch_window` for
+//!            more and go together (bounded: an origin that waits for more keys of its
+//!            own batch never waits for itself), unless `max_batch` of them wait
 //! ```
 //!
 //! Parking is heard through [`parked`], which the load's waiting steps call while the
@@ -287,8 +288,8 @@ where
     Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
 {
     /// [`Cache::load_many`] through this batcher's origin: the keys nobody has share origin
-    /// calls with the other calls through it. Keys asked for while one of its origin calls
-    /// runs go in the next one, when it ends, so a busy origin gets fewer, larger calls.
+    /// calls with the other calls through it. Keys due while one of its origin calls runs
+    /// wait up to the batch window for more, so a busy origin gets fewer, larger calls.
     pub async fn load_many(&self, keys: impl IntoIterator<Item = K>) -> Result<HashMap<K, V>, E> {
         let (found, loads) = self.cache.looked_up(keys);
         self.cache.load_through(&self.gather, found, loads).await
@@ -334,8 +335,8 @@ struct Gather<K, V, E, F> {
 struct Pool<K, V, E> {
     /// Keys handed over, each with where its answer goes.
     asked: Vec<Asked<K, V, E>>,
-    /// Origin calls running: keys handed over meanwhile go in the next one, asked for
-    /// when these end (group commit), so a busy origin gets fewer, larger calls.
+    /// Origin calls running: keys due meanwhile wait a window for more, so a busy origin
+    /// gets fewer, larger calls.
     in_flight: usize,
     /// A key waits out the window for others to join it.
     window_open: bool,
@@ -421,7 +422,7 @@ enum Next<K, V, E> {
     Ask(Vec<Asked<K, V, E>>),
     /// Wait out the window, then ask for whatever has been handed over.
     Window,
-    /// Another key, or the end of a running origin call, will ask.
+    /// Another key, a window, or the end of a running origin call will ask.
     Wait,
 }
 
@@ -483,8 +484,11 @@ where
             let mut pool = self.pool();
             pool.asked.push((key, answer));
             if last || pool.asked.len() >= self.max_batch {
-                self.ready(&mut pool)
-            } else if during_call || pool.window_open || pool.in_flight > 0 {
+                match self.due(&mut pool) {
+                    Some(asked) => Next::Ask(asked),
+                    None => Next::Wait,
+                }
+            } else if during_call || pool.window_open {
                 Next::Wait
             } else {
                 pool.window_open = true;
@@ -499,14 +503,7 @@ where
                 if tokio::runtime::Handle::try_current().is_ok() {
                     tokio::time::sleep(self.window).await;
                 }
-                let asked = {
-                    let mut pool = self.pool();
-                    pool.window_open = false;
-                    match self.ready(&mut pool) {
-                        Next::Ask(asked) => asked,
-                        _ => Vec::new(),
-                    }
-                };
+                let asked = self.window_closed();
                 self.call(asked).await
             }
             Next::Wait => {}
@@ -520,14 +517,44 @@ where
         })
     }
 
-    /// The keys handed over are due: asked for now unless an origin call is running, whose
-    /// end asks for them (or a full pool, which goes at once).
-    fn ready(&self, pool: &mut Pool<K, V, E>) -> Next<K, V, E> {
-        if pool.asked.is_empty() || (pool.in_flight > 0 && pool.asked.len() < self.max_batch) {
-            return Next::Wait;
+    /// The keys handed over are due: asked for now (counted in `in_flight`), unless an
+    /// origin call is running. Then they wait `batch_window` for more (a window this opens
+    /// if none is open), so that callers arriving while the origin is busy share a call;
+    /// the wait is bounded, so an origin that itself waits for more keys of its own batch
+    /// (a tree, level by level, even from another task) never waits for itself.
+    fn due(&self, pool: &mut Pool<K, V, E>) -> Option<Vec<Asked<K, V, E>>> {
+        if pool.asked.is_empty() {
+            return None;
+        }
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (true, Ok(runtime), Some(me)) = (
+            pool.in_flight > 0 && pool.asked.len() < self.max_batch,
+            &runtime,
+            self.me.upgrade(),
+        ) {
+            if !pool.window_open {
+                pool.window_open = true;
+                drop(runtime.spawn(async move {
+                    tokio::time::sleep(me.window).await;
+                    let asked = me.window_closed();
+                    me.call(asked).await;
+                }));
+            }
+            return None;
         }
         pool.in_flight += 1;
-        Next::Ask(std::mem::take(&mut pool.asked))
+        Some(std::mem::take(&mut pool.asked))
+    }
+
+    /// A window ended: the keys it gathered, counted in `in_flight`.
+    fn window_closed(&self) -> Vec<Asked<K, V, E>> {
+        let mut pool = self.pool();
+        pool.window_open = false;
+        if pool.asked.is_empty() {
+            return Vec::new();
+        }
+        pool.in_flight += 1;
+        std::mem::take(&mut pool.asked)
     }
 
     /// `ticket`'s key moved to `to` (answered, or parked); if it was the last of its call
@@ -537,10 +564,10 @@ where
         if !ticket.advance(to) {
             return;
         }
-        let Next::Ask(asked) = self.ready(&mut self.pool()) else {
-            return;
-        };
-        self.spawn(asked);
+        let due = self.due(&mut self.pool());
+        if let Some(asked) = due {
+            self.spawn(asked);
+        }
     }
 
     fn spawn(&self, asked: Vec<Asked<K, V, E>>) {
@@ -593,12 +620,12 @@ where
             let mut pool = self.pool();
             pool.in_flight -= 1;
             running.counted = false;
-            match self.ready(&mut pool) {
-                Next::Ask(next) => {
+            match self.due(&mut pool) {
+                Some(next) => {
                     asked = next;
                     running.counted = true;
                 }
-                _ => return,
+                None => return,
             }
         }
     }
@@ -631,11 +658,11 @@ where
         let mut pool = gather.pool();
         pool.in_flight -= 1;
         // The keys that waited for this call go in a call of their own.
-        let Next::Ask(asked) = gather.ready(&mut pool) else {
-            return;
-        };
+        let due = gather.due(&mut pool);
         drop(pool);
-        gather.spawn(asked);
+        if let Some(asked) = due {
+            gather.spawn(asked);
+        }
     }
 }
 

@@ -396,3 +396,52 @@ async fn a_hundred_overlapping_batches_ask_for_each_id_once_in_a_few_calls() {
     // ⌈200 / 100⌉ calls, and a few more for the callers that asked between two of them.
     assert!(asked.len() <= 6, "{} origin calls: {asked:?}", asked.len());
 }
+
+/// An origin that loads more keys of its own batcher (a tree, level by level), here from
+/// another task, is not held back by the origin call it runs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_that_loads_more_keys_of_its_own_batcher_does_not_wait_for_itself() {
+    use tokio::sync::mpsc;
+    type Reply = oneshot::Sender<Result<HashMap<u64, u64>, String>>;
+    let cache = cache("batch-tree", |p| p);
+    // The origin asks a helper task, which holds the batcher, for a node's children.
+    let (ask, mut asked) = mpsc::unbounded_channel::<(Vec<u64>, Reply)>();
+    let origin = move |ids: Vec<u64>| {
+        let ask = ask.clone();
+        async move {
+            // A node's children are 2id and 2id + 1, below 16; its value is its id plus
+            // its children's.
+            let children: Vec<u64> = ids
+                .iter()
+                .flat_map(|id| [2 * id, 2 * id + 1])
+                .filter(|child| *child < 16)
+                .collect();
+            let (reply, below) = oneshot::channel();
+            ask.send((children, reply))
+                .map_err(|_| "no helper".to_owned())?;
+            let below = below.await.map_err(|_| "no reply".to_owned())??;
+            let value = |id: u64| {
+                id + below.get(&(2 * id)).unwrap_or(&0) + below.get(&(2 * id + 1)).unwrap_or(&0)
+            };
+            Ok(ids
+                .into_iter()
+                .map(|id| (id, value(id)))
+                .collect::<HashMap<_, _>>())
+        }
+    };
+    let tree = Arc::new(cache.batcher(origin));
+    let helper = tokio::spawn({
+        let tree = tree.clone();
+        async move {
+            while let Some((children, reply)) = asked.recv().await {
+                let tree = tree.clone();
+                tokio::spawn(async move {
+                    let _ = reply.send(tree.load_many(children).await);
+                });
+            }
+        }
+    });
+    let root = within(tree.load(1)).await.unwrap();
+    assert_eq!(root, Some((1..16).sum()));
+    helper.abort();
+}
