@@ -9,11 +9,13 @@
 //! cargo run --release --example herd --no-default-features -- --rate 2000 --duration 3 --origin-ms 50
 //! ```
 //!
-//! `--flush` runs the many-keys scenario instead (`flush.rs`), `--fleet N` the herd across
+//! `--flush` runs the many-keys scenario instead (`flush.rs`), `--batch` pages of ids read
+//! per id against batch loads (`batch.rs`), `--fleet N` the herd across
 //! N replicas sharing one Redis (`fleet.rs`, which needs the default `redis` feature:
 //! `cargo run --release --example herd -- --fleet 8`); `--chart herd.svg` also draws origin
 //! calls per 100 ms for each strategy (`chart.rs`). Without `--fleet` the herd runs on
 //! memory, so `--no-default-features` leaves the Redis client, most of the build, out.
+mod batch;
 mod chart;
 #[cfg(feature = "redis")]
 mod fleet;
@@ -37,6 +39,7 @@ struct Settings {
 const USAGE: &str =
     "usage: herd [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--chart SVG]
        herd --flush [--keys N] [--callers N] [--origin-ms MS] [--limit N] [--queue-ms MS]
+       herd --batch [--pages N] [--page-size N] [--ids N] [--concurrency N] [--origin-ms MS] [--row-us US]
 
 One hot key under steady load, once per strategy:
   --rate        requests per second on the hot key (default 2000)
@@ -47,6 +50,9 @@ Values are fresh for 500 ms (the strategies' #[cached] attributes).
 
 --flush: many keys expiring together, with and without an admission limit
 (`herd --flush --help` lists its flags).
+
+--batch: pages of ids with Zipf popularity, one cached load per id against batch loads
+(`herd --batch --help` lists its flags).
 
 --fleet N: the herd across N replicas sharing one Redis (or, with --cluster, a local
 Redis Cluster), with and without the fleet lease (`herd --fleet 1 --help`).";
@@ -305,6 +311,9 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
 
 fn main() -> ExitCode {
     if let Some(code) = flush::dispatch(std::env::args().skip(1)) {
+        return code;
+    }
+    if let Some(code) = batch::dispatch(std::env::args().skip(1)) {
         return code;
     }
     #[cfg(feature = "redis")]
