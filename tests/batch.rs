@@ -335,6 +335,48 @@ mod attribute {
         assert_eq!(db.queries().len(), 1, "30 cached, 21 known missing");
     }
 
+    static VERSION: AtomicUsize = AtomicUsize::new(1);
+    static VERSIONED_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Rows carry the version they were read at (the source's current one).
+    #[cached(fresh = "60s", batch(ids), source_version = read_at)]
+    async fn versioned(ids: Vec<u64>) -> HashMap<u64, (u64, u64)> {
+        VERSIONED_CALLS.fetch_add(1, Ordering::SeqCst);
+        let version = VERSION.load(Ordering::SeqCst) as u64;
+        ids.into_iter()
+            .filter(|id| *id != 7)
+            .map(|id| (id, (id, version)))
+            .collect()
+    }
+
+    fn read_at(row: &(u64, u64)) -> u64 {
+        row.1
+    }
+
+    /// `source_version` per element: `invalidate_at` drops an element read before the
+    /// version it names, and keeps one read at or after it.
+    #[tokio::test]
+    async fn source_versions_apply_per_element() {
+        bounded(versioned(vec![1, 2, 7])).await;
+        VERSION.store(5, Ordering::SeqCst);
+        bounded(versioned(vec![3])).await;
+        assert_eq!(VERSIONED_CALLS.load(Ordering::SeqCst), 2);
+        // 1 was read at version 1 and 3 at version 5; a write at version 5 retires 1 only
+        // (and 7, known missing since before it).
+        bounded(VERSIONED.invalidate_at(&1, 5)).await.unwrap();
+        bounded(VERSIONED.invalidate_at(&3, 5)).await.unwrap();
+        bounded(VERSIONED.invalidate_at(&7, 5)).await.unwrap();
+        let found = bounded(versioned(vec![1, 2, 3, 7])).await;
+        assert_eq!(found[&1], (1, 5), "reloaded");
+        assert_eq!(found[&2], (2, 1), "not invalidated");
+        assert_eq!(
+            found[&3],
+            (3, 5),
+            "read at the version the write names: kept"
+        );
+        assert_eq!(VERSIONED_CALLS.load(Ordering::SeqCst), 3);
+    }
+
     static UNKEPT_CALLS: AtomicUsize = AtomicUsize::new(0);
 
     /// A set of keys, and `cache_none = false`: an id the origin did not find is asked

@@ -32,13 +32,6 @@ pub(super) fn check_batch(
         cx.error(&key.name, format!("`batch({named})` keys each element of `{named}` with the other keyed arguments: `key = ...` cannot apply; `skip` the arguments that do not change the result"));
         fine = false;
     }
-    if let Some(version) = &args.source_version {
-        cx.error(
-            &version.name,
-            "`source_version` is not available with `batch` yet: invalidate by key instead",
-        );
-        fine = false;
-    }
     if args
         .skip
         .iter()
