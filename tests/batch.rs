@@ -377,6 +377,27 @@ mod attribute {
         assert_eq!(VERSIONED_CALLS.load(Ordering::SeqCst), 3);
     }
 
+    static CHUNKS: AtomicUsize = AtomicUsize::new(0);
+
+    /// `max_batch` and `batch_window` on the attribute.
+    #[cached(fresh = "60s", batch(ids, max_batch = 2, batch_window = "5ms"))]
+    async fn chunked(ids: Vec<u64>) -> HashMap<u64, u64> {
+        CHUNKS.fetch_add(1, Ordering::SeqCst);
+        assert!(ids.len() <= 2, "a chunk of {} keys", ids.len());
+        ids.into_iter().map(|id| (id, id)).collect()
+    }
+
+    #[tokio::test]
+    async fn max_batch_and_batch_window_are_the_policy_s() {
+        assert_eq!(bounded(chunked(vec![1, 2, 3, 4, 5])).await.len(), 5);
+        assert_eq!(CHUNKS.load(Ordering::SeqCst), 3, "5 keys in chunks of 2");
+        let policy = CHUNKED.cache().policy().clone();
+        assert_eq!(
+            (policy.max_batch(), policy.batch_window()),
+            (2, Duration::from_millis(5))
+        );
+    }
+
     static UNKEPT_CALLS: AtomicUsize = AtomicUsize::new(0);
 
     /// A set of keys, and `cache_none = false`: an id the origin did not find is asked

@@ -84,6 +84,10 @@ pub(crate) struct Batch {
     pub(crate) value: Type,
     /// `single = price`: the one-key function written beside this one.
     pub(crate) single: Option<Ident>,
+    /// `max_batch = 200`: keys per origin call.
+    pub(crate) max_batch: Option<u64>,
+    /// `batch_window = "2ms"`: how long keys are gathered.
+    pub(crate) window: Option<Millis>,
 }
 
 /// The collections a batch argument may be.

@@ -396,12 +396,17 @@ pub(super) fn names(
     }
 }
 
-/// `batch(ids)` or `batch(ids, single = price)`.
+/// `batch(ids)`, with optional settings: `batch(ids, single = price, max_batch = 200,
+/// batch_window = "2ms")`.
 pub(crate) struct BatchArgs {
     /// The argument that holds the keys.
     pub(crate) keys: Ident,
     /// The single-key function to write beside the batch one.
     pub(crate) single: Option<Ident>,
+    /// Keys per origin call.
+    pub(crate) max_batch: Option<u64>,
+    /// How long keys are gathered.
+    pub(crate) window: Option<Millis>,
 }
 
 pub(super) fn batch(name: &Ident, value: RawValue, cx: &mut Ctxt, help: &str) -> Option<BatchArgs> {
@@ -411,20 +416,42 @@ pub(super) fn batch(name: &Ident, value: RawValue, cx: &mut Ctxt, help: &str) ->
     };
     let parse = |input: ParseStream| -> syn::Result<BatchArgs> {
         let keys: Ident = input.call(syn::ext::IdentExt::parse_any)?;
-        let mut single = None;
-        if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
-            let option: Ident = input.parse()?;
-            if option != "single" {
-                return Err(syn::Error::new(
-                    option.span(),
-                    format!("unknown `batch` setting `{option}`; write `batch(ids, single = price)` to also have a function for one key"),
-                ));
-            }
+        let mut batch = BatchArgs {
+            keys,
+            single: None,
+            max_batch: None,
+            window: None,
+        };
+        while input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
+            let setting: Ident = input.parse()?;
             input.parse::<Token![=]>()?;
-            single = Some(input.parse()?);
-            input.parse::<Option<Token![,]>>()?;
+            match setting.to_string().as_str() {
+                "single" => batch.single = Some(input.parse()?),
+                "max_batch" => {
+                    let keys: syn::LitInt = input.parse()?;
+                    let value = keys.base10_parse::<u64>()?;
+                    settings::max_batch("max_batch", value).map_err(|why| syn::Error::new(keys.span(), why))?;
+                    batch.max_batch = Some(value);
+                }
+                "batch_window" => {
+                    let text: LitStr = input.parse()?;
+                    let window = settings::parse_duration(&text.value())
+                        .and_then(|window| settings::batch_window("batch_window", window))
+                        .map_err(|why| syn::Error::new(text.span(), why))?;
+                    batch.window = Some(Millis {
+                        millis: window.as_millis() as u64,
+                        span: text.span(),
+                    });
+                }
+                other => {
+                    return Err(syn::Error::new(
+                        setting.span(),
+                        format!("unknown `batch` setting `{other}`; the settings are `single = price` (also a function for one key), `max_batch = 100` (keys per origin call) and `batch_window = \"1ms\"` (how long keys are gathered)"),
+                    ))
+                }
+            }
         }
-        Ok(BatchArgs { keys, single })
+        Ok(batch)
     };
     match syn::parse::Parser::parse2(parse, tokens) {
         Ok(batch) => Some(batch),

@@ -78,6 +78,8 @@ pub(super) fn check_batch(
     }
     fine.then_some(Some(Batch {
         single: batch.value.single.clone(),
+        max_batch: batch.value.max_batch,
+        window: batch.value.window,
         param: index,
         collection,
         element,

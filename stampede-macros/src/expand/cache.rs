@@ -171,6 +171,16 @@ fn policy(plan: &Plan) -> TokenStream {
     if let Some(admission) = &plan.admission {
         calls.push(quote!(.admission(#admission)));
     }
+    if let Some(batch) = &plan.batch {
+        if let Some(keys) = batch.max_batch {
+            let keys = keys as usize;
+            calls.push(quote!(.max_batch(#keys)));
+        }
+        if let Some(window) = batch.window {
+            let millis = window.millis;
+            calls.push(quote!(.batch_window(::core::time::Duration::from_millis(#millis))));
+        }
+    }
     if plan.skip_none {
         let value_ty = match &plan.batch {
             Some(batch) => {
