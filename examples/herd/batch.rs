@@ -39,9 +39,7 @@ struct Settings {
 
 /// Runs the batch scenario when the arguments ask for it (`--batch`), else `None`.
 pub fn dispatch(args: impl Iterator<Item = String>) -> Option<ExitCode> {
-    let mut args: Vec<String> = args.collect();
-    let flag = args.iter().position(|a| a == "--batch")?;
-    args.remove(flag);
+    let args = super::mode_args("--batch", args)?;
     Some(match parse(args.into_iter()) {
         Ok(settings) => run(&settings),
         Err(message) => super::refused("herd --batch", USAGE, &message),

@@ -31,9 +31,7 @@ struct Settings {
 
 /// Runs the flush scenario when the arguments ask for it (`--flush`), else `None`.
 pub fn dispatch(args: impl Iterator<Item = String>) -> Option<ExitCode> {
-    let mut args: Vec<String> = args.collect();
-    let flag = args.iter().position(|a| a == "--flush")?;
-    args.remove(flag);
+    let args = super::mode_args("--flush", args)?;
     Some(match parse(args.into_iter()) {
         Ok(settings) => run(&settings),
         Err(message) => super::refused("herd --flush", USAGE, &message),

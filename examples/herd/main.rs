@@ -88,6 +88,14 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
 
 /// What a mode's flags that did not parse come to: its usage when they asked for it (an
 /// empty message, from `--help`), else the message and the usage, as an error.
+/// The arguments less `flag`, when they hold it (they ask for that mode), else `None`.
+fn mode_args(flag: &str, args: impl Iterator<Item = String>) -> Option<Vec<String>> {
+    let mut args: Vec<String> = args.collect();
+    let at = args.iter().position(|a| a == flag)?;
+    args.remove(at);
+    Some(args)
+}
+
 fn refused(mode: &str, usage: &str, message: &str) -> ExitCode {
     if message.is_empty() {
         println!("{usage}");
