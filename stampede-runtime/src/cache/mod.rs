@@ -14,7 +14,7 @@
 //!   for the replica that holds it, publishing, what memory keeps); `notices.rs`: what
 //!   another replica's notice does to this cache.
 //! - `write.rs`: writes a caller asks for (insert, a forced refresh, invalidations);
-//!   `blocking.rs`: loads for callers that are threads; `batch.rs`: many keys in one
+//!   `blocking.rs`: loads for callers that are threads; `batch/`: many keys in one
 //!   call, each an ordinary load whose origin joins the batch's one origin call.
 mod batch;
 mod blocking;
@@ -291,7 +291,7 @@ pub(crate) struct Inner<K, V, E> {
     /// Itself, for the notice listener it starts.
     me: Weak<Inner<K, V, E>>,
     /// The batch origins calls share, by group (a `batch` function's other arguments):
-    /// see `batch.rs`.
+    /// see `batch/`.
     batches: std::sync::Mutex<batch::Groups>,
 }
 

@@ -1,7 +1,10 @@
 use super::*;
 use crate::{CacheBuilder, Policy, Runtime};
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::oneshot;
 use tokio::sync::Notify;
 
 async fn within<T>(f: impl Future<Output = T>) -> T {
