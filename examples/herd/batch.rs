@@ -196,7 +196,7 @@ async fn read(settings: &Settings, strategy: Strategy, pages: Arc<Vec<Vec<u64>>>
                                     Ok(db.query(vec![id], &settings).await[&id])
                                 })
                             });
-                            futures_join_all(loads).await.len()
+                            futures_util::future::join_all(loads).await.len()
                         }
                         Strategy::PerPage => {
                             let (db, settings) = (db.clone(), settings.clone());
@@ -233,34 +233,6 @@ async fn read(settings: &Settings, strategy: Strategy, pages: Arc<Vec<Vec<u64>>>
         p50: at(0.50),
         p99: at(0.99),
     }
-}
-
-/// Every future of `loads`, at once, in one task.
-async fn futures_join_all<F: std::future::Future>(
-    loads: impl Iterator<Item = F>,
-) -> Vec<F::Output> {
-    let mut loads: Vec<_> = loads.map(Box::pin).collect();
-    let mut done: Vec<Option<F::Output>> = loads.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (load, slot) in loads.iter_mut().zip(done.iter_mut()) {
-            if slot.is_none() {
-                match load.as_mut().poll(cx) {
-                    std::task::Poll::Ready(out) => *slot = Some(out),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    done.into_iter()
-        .map(|out| out.expect("every load finished"))
-        .collect()
 }
 
 fn run(settings: &Settings) -> ExitCode {
