@@ -1,6 +1,8 @@
 //! A cached value with the deadlines that say how it may be served.
 use crate::clock::Instant;
 use crate::policy::Policy;
+use crate::tags::TagStamp;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a value stands at a given moment.
@@ -34,6 +36,8 @@ pub(crate) struct Envelope<V> {
     pub(crate) rearmed: bool,
     /// The version of the source the value was read at, when the cache tracks one.
     pub(crate) source_version: Option<u64>,
+    /// The versions of the entry's tags when it was stored (a cache with tags only).
+    pub(crate) tags: Option<Arc<TagStamp>>,
 }
 
 impl<V> Envelope<V> {
@@ -64,6 +68,7 @@ impl<V> Envelope<V> {
             generation,
             rearmed: false,
             source_version: None,
+            tags: None,
         }
     }
 
@@ -100,6 +105,7 @@ impl<V> Envelope<V> {
             generation: self.generation,
             rearmed: true,
             source_version: self.source_version,
+            tags: self.tags.clone(),
         }
     }
 }

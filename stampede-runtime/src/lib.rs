@@ -38,6 +38,7 @@ mod policy;
 mod remote;
 mod runtime;
 mod stats;
+mod tags;
 mod task;
 #[cfg(feature = "metrics")]
 mod telemetry;
@@ -53,6 +54,6 @@ pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
-pub use runtime::{Runtime, RuntimeBuilder};
+pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};

@@ -80,7 +80,20 @@ where
     /// The envelope held for `key`, shared with the store: what the hit path reads.
     #[inline(always)]
     pub(crate) fn get_arc(&self, key: &K) -> Option<Arc<Envelope<V>>> {
-        self.entries.get(key)
+        let held = self.entries.get(key)?;
+        match &held.tags {
+            Some(stamp) if !stamp.current() => {
+                self.retire(key);
+                None
+            }
+            _ => Some(held),
+        }
+    }
+
+    /// An entry one of whose tags moved: never served again.
+    #[cold]
+    fn retire(&self, key: &K) {
+        self.entries.invalidate(key);
     }
 
     /// The envelope held for `key`, a copy of its own.

@@ -16,6 +16,7 @@ use crate::policy::Policy;
 use crate::remote::replica::Remote;
 use crate::remote::store::{BreakerState, StoreError};
 use crate::stats::{BackendStats, Observed, Stats};
+use crate::tags::TagBook;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fmt;
@@ -124,8 +125,10 @@ impl RuntimeBuilder {
                 (name.clone(), Arc::new(semaphore))
             })
             .collect();
+        let tags = TagBook::new(config.backend != Backend::Memory);
         Ok(Runtime {
             state: Arc::new(RuntimeState {
+                tags,
                 config,
                 remote: OnceLock::new(),
                 admissions,
@@ -190,6 +193,8 @@ pub struct Runtime {
 
 struct RuntimeState {
     config: Config,
+    /// The versions of the tags of every cache built on this runtime.
+    tags: Arc<TagBook>,
     /// The shared store, connected on first use.
     remote: OnceLock<Result<Arc<Remote>, StoreError>>,
     admissions: HashMap<Arc<str>, Arc<Admission>>,
@@ -291,10 +296,9 @@ impl Runtime {
         }
         // The store runs its connections on Tokio: connect only inside a runtime.
         tokio::runtime::Handle::try_current().ok()?;
-        let remote = self
-            .state
-            .remote
-            .get_or_init(|| Remote::start(&self.state.config.backend_settings));
+        let remote = self.state.remote.get_or_init(|| {
+            Remote::start(&self.state.config.backend_settings, self.state.tags.clone())
+        });
         match remote {
             Ok(remote) => Some(remote),
             Err(error) => {
@@ -470,6 +474,9 @@ impl Runtime {
         (policy, gate)
     }
 }
+
+mod tagging;
+pub use tagging::invalidate_tag;
 
 #[cfg(test)]
 mod tests;

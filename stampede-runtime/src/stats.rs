@@ -95,6 +95,9 @@ pub struct Stats {
     /// Calls answered with an error kept by negative caching (`cache_errors`), without an
     /// origin call.
     pub error_hits: u64,
+    /// Loads whose value was not stored because one of its tags was invalidated while
+    /// they ran (their callers still got it).
+    pub tag_fenced: u64,
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
@@ -173,6 +176,7 @@ pub(crate) struct Counters {
     pub(crate) leases_expired: Counter,
     pub(crate) refreshes_refused: Counter,
     pub(crate) error_hits: Counter,
+    pub(crate) tag_fenced: Counter,
 }
 
 impl Counters {
@@ -207,6 +211,7 @@ impl Counters {
             leases_expired: self.leases_expired.get(),
             refreshes_refused: self.refreshes_refused.get(),
             error_hits: self.error_hits.get(),
+            tag_fenced: self.tag_fenced.get(),
         }
     }
 }

@@ -74,6 +74,7 @@ fn export_cache(name: &str, stats: &Stats) {
         ("stampede_leases_lost_total", stats.leases_lost),
         ("stampede_leases_expired_total", stats.leases_expired),
         ("stampede_refreshes_refused_total", stats.refreshes_refused),
+        ("stampede_tag_fenced_total", stats.tag_fenced),
     ];
     for (metric, value) in counters {
         metrics::counter!(metric, "cache" => name.to_owned()).absolute(value);

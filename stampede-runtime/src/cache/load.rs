@@ -274,6 +274,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let flight = leader.flight_id();
         let mut leader = Some(leader);
         async move {
+            // The tags' count of moves: a tag moved after this fences the load out.
+            let began = self.tags_began();
             // Held (by reference: no second copy) until the steps end.
             let _timed = &timed;
             // 3. The shared store: a value there answers; else the key's lease. Boxed, and
@@ -325,6 +327,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 stand_in.map(|s| *s),
                 now,
             );
+            let envelope = match envelope {
+                Some(envelope) if self.tags.is_some() => {
+                    let ago = self.clock.precise().saturating_duration_since(timed.asked);
+                    Box::pin(self.stamp(&key, envelope, began, ago)).await
+                }
+                envelope => envelope,
+            };
             let envelope = match envelope {
                 Some(envelope) if self.remote.is_some() => {
                     Box::pin(self.write_remote(&key, found.as_deref_mut(), envelope, now)).await

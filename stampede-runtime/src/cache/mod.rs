@@ -26,6 +26,7 @@ mod marks;
 mod notices;
 mod remote;
 mod settle;
+mod tagging;
 mod write;
 
 pub use batch::Batcher;
@@ -45,6 +46,7 @@ use crate::policy::Policy;
 use crate::remote::tier::{Codec, Tier};
 use crate::runtime::Runtime;
 use crate::stats::{Counters, Observed, Stats};
+use crate::tags::{TagBook, Tagging, TagsOf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
@@ -93,6 +95,7 @@ pub struct CacheBuilder<K, V, E> {
     /// memory under any backend.
     codec: Option<Codec<K, V>>,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<TagsOf<K, V>>,
     types: PhantomData<fn() -> (K, V)>,
 }
 
@@ -115,6 +118,7 @@ where
             refusal: None,
             codec: None,
             source_version: None,
+            tags: None,
             types: PhantomData,
         }
     }
@@ -139,6 +143,45 @@ where
     /// ```
     pub fn source_version(mut self, version: fn(&V) -> u64) -> Self {
         self.source_version = Some(version);
+        self
+    }
+
+    /// Tags each stored entry by its key and value, so one
+    /// [`Runtime::invalidate_tag`] (every cache of the runtime) or
+    /// [`Cache::invalidate_tag`] (this cache) retires every entry carrying the tag, on
+    /// every replica, without a scan. An entry with no tags is never retired by one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("profiles").fresh(Duration::from_secs(60)).build().unwrap();
+    /// // Keyed by (tenant, user).
+    /// let profiles: Cache<(u64, u64), String> = Cache::builder(policy)
+    ///     .tags(|&(tenant, _): &(u64, u64), _profile: &String| [format!("tenant:{tenant}")])
+    ///     .build();
+    /// profiles.load((7, 1), || async { Ok("ada".to_owned()) }).await.unwrap();
+    /// profiles.load((8, 1), || async { Ok("bob".to_owned()) }).await.unwrap();
+    /// profiles.invalidate_tag("tenant:7").await.unwrap();
+    /// assert_eq!(profiles.peek(&(7, 1)), None);
+    /// assert_eq!(profiles.peek(&(8, 1)), Some("bob".to_owned()));
+    /// # }
+    /// ```
+    pub fn tags<F, I>(mut self, tags: F) -> Self
+    where
+        F: Fn(&K, &V) -> I + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.tags = Some(Arc::new(
+            move |key: &K, value: &V, each: &mut dyn FnMut(&str)| {
+                for tag in tags(key, value) {
+                    each(tag.as_ref());
+                }
+            },
+        ));
         self
     }
 
@@ -243,6 +286,21 @@ where
             _ => None,
         };
         let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
+        let tags = self.tags.map(|of| {
+            let (book, runtime) = match &runtime {
+                Ok(runtime) => (runtime.tag_book().clone(), Some(runtime.clone())),
+                Err(_) => (TagBook::new(false), None),
+            };
+            if let Some(lifetime) = crate::memory::lifetime(&policy, true) {
+                book.keep_at_least(lifetime);
+            }
+            Tagging {
+                of,
+                book,
+                scope: policy.name().clone(),
+                runtime,
+            }
+        });
         let inner = Arc::new_cyclic(|me| Inner {
             store: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
             known_errors,
@@ -256,6 +314,7 @@ where
             map_error: self.map_error,
             remote,
             source_version: self.source_version,
+            tags,
             marks: OnceLock::new(),
             me: me.clone(),
             batches: Default::default(),
@@ -284,6 +343,8 @@ pub(crate) struct Inner<K, V, E> {
     /// The shared store, for a cache that may go there on a runtime that has one.
     remote: Option<RemoteSide<K, V>>,
     source_version: Option<fn(&V) -> u64>,
+    /// The cache's tags, when it has any (see `tags.rs`).
+    tags: Option<Tagging<K, V>>,
     /// In memory only (the shared store keeps its own): the highest source version
     /// invalidated per key, kept as long as the shared store keeps its marks. Keyed as
     /// any type: one table type for every cache (see `any_key`).

@@ -67,7 +67,8 @@ pub(super) async fn listen<K, V, E>(
         };
         match event {
             Ok(StoreEvent::Notice(notice)) => {
-                if notice.own {
+                // A tag's notice names no entry: the runtime's tag book hears it.
+                if notice.own || notice.kind == NoticeKind::Tag {
                     continue;
                 }
                 // Fence first, as a local invalidation does: a load that read before this

@@ -41,6 +41,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         if !inner.policy.enabled() {
             return Ok(());
         }
+        let began = (inner.tags_began(), inner.clock.precise());
         inner.flights.invalidate(&key);
         inner.store.invalidate(&key);
         inner.forget_error(&key);
@@ -64,9 +65,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             inner.next_generation(),
             fastrand::f64(),
         );
-        let envelope = inner
-            .write_remote(&key, found.as_mut(), envelope, now)
-            .await;
+        let ago = inner.clock.precise().saturating_duration_since(began.1);
+        let envelope = match inner.stamp(&key, envelope, began.0, ago).await {
+            Some(envelope) => {
+                inner
+                    .write_remote(&key, found.as_mut(), envelope, now)
+                    .await
+            }
+            None => None,
+        };
         // Nobody joins this load: its answer only completes the flight.
         let _ = inner.settle(Some(leader), answer, envelope);
         fenced

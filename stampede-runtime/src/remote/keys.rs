@@ -113,6 +113,16 @@ impl fmt::Display for EntryKey {
     }
 }
 
+/// The key holding `tag`'s version: `prefix:2:tag:{<tag>}`, a slot of its own per tag.
+pub(crate) fn tag_key(prefix: &str, tag: &str) -> String {
+    let mut key = String::new();
+    escape_into(&mut key, prefix);
+    write!(key, ":{LAYOUT}:tag:{{").expect("writing to a String");
+    escape_into(&mut key, tag);
+    key.push('}');
+    key
+}
+
 /// The pub/sub channel on which every replica sharing `prefix` announces new values and
 /// invalidations.
 pub(crate) fn notice_channel(prefix: &str) -> String {

@@ -11,6 +11,8 @@
 //!   process), since any value there may be one the sweep was meant to remove.
 //! - **Lease releases**: a lease this replica may hold but no load will end (its load
 //!   failed or was dropped, or the reply that granted it was lost), released by its token.
+//! - **Tag invalidations** (kept in the runtime's tag book, see `tags.rs`): until the store
+//!   takes one, entries carrying the tag are retired here and no load stores one.
 //!
 //! A background task on the store's thread sends what is owed: at once when something is
 //! added, and every [`REPLAY_PERIOD`] while anything remains, in batches sent concurrently,
@@ -22,6 +24,7 @@ use super::redis::{RedisConfig, RedisStore};
 use super::store::{Invalidated, LeaseRequest, LeaseToken, Read, RemoteStore, StoreError};
 use super::wire::Wire;
 use crate::config::backend::BackendSettings;
+use crate::tags::TagBook;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +51,8 @@ pub(crate) struct Remote {
     pending: AtomicBool,
     /// Wakes the replayer when something is added.
     added: Arc<Notify>,
+    /// The runtime's tag versions, kept current by the store's notices.
+    pub(crate) tags: Arc<TagBook>,
 }
 
 #[derive(Default)]
@@ -91,11 +96,20 @@ struct Release {
 impl Remote {
     /// Connects lazily (only settings Redis cannot use, or no Tokio runtime, fail here)
     /// and starts sending what is owed in the background.
-    pub(crate) fn start(settings: &BackendSettings) -> Result<Arc<Self>, StoreError> {
-        let remote = Arc::new(Self::connect(settings)?);
+    pub(crate) fn start(
+        settings: &BackendSettings,
+        tags: Arc<TagBook>,
+    ) -> Result<Arc<Self>, StoreError> {
+        let mut remote = Self::connect(settings)?;
+        remote.tags = tags;
+        let remote = Arc::new(remote);
         let period = settings.breaker_cooldown.min(REPLAY_PERIOD);
         let added = remote.added.clone();
         background::spawn(keep_replaying(Arc::downgrade(&remote), added, period));
+        background::spawn(tags::keep_versions(
+            remote.tags.clone(),
+            remote.store.events(),
+        ));
         Ok(remote)
     }
 
@@ -146,6 +160,7 @@ impl Remote {
             owed: Mutex::new(Owed::default()),
             pending: AtomicBool::new(false),
             added: Arc::new(Notify::new()),
+            tags: TagBook::new(true),
         }
     }
 
@@ -365,13 +380,17 @@ impl Remote {
     }
 
     fn still_pending(&self, owed: &Owed) {
-        let pending = !(owed.keys.is_empty() && owed.sweeps.is_empty() && owed.releases.is_empty());
+        let pending = !(owed.keys.is_empty() && owed.sweeps.is_empty() && owed.releases.is_empty())
+            || self.tags.has_owed();
         self.pending.store(pending, Ordering::Release);
     }
 
     /// Sends what is owed, releases first (replicas wait on them); stops at the first
     /// failure, which leaves the rest for the next round.
     async fn replay(&self) {
+        if self.replay_tags().await.is_err() {
+            return;
+        }
         let releases: Vec<((String, LeaseToken), Release)> = {
             let owed = self.owed();
             owed.releases
@@ -465,3 +484,5 @@ async fn keep_replaying(remote: Weak<Remote>, added: Arc<Notify>, period: Durati
         let _ = tokio::time::timeout(period, added.notified()).await;
     }
 }
+
+mod tags;

@@ -281,6 +281,8 @@ pub(crate) enum NoticeKind {
     Invalidated,
     /// A lease was given up without a value: a waiter may take it now.
     Released,
+    /// A tag's version rose: `key` is the tag, `fence` its new version.
+    Tag,
 }
 
 /// What the notice subscription reports to whoever keeps copies in memory.
@@ -379,6 +381,20 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
         key: &'a EntryKey,
         token: LeaseToken,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Raises `tag`'s version above every one it had (the server's clock in
+    /// microseconds, or one more) and announces it; kept `keep` after this.
+    fn invalidate_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// The versions of `tags`, in order (0 for a tag never invalidated, or forgotten).
+    fn tag_versions<'a>(
+        &'a self,
+        tags: &'a [std::sync::Arc<str>],
+    ) -> BoxFuture<'a, Result<Vec<u64>, StoreError>>;
 
     /// Every entry that has a key matching `pattern` (see [`EntryKey::cache_pattern`]),
     /// on the given shards (every shard with `None`): what a cache-wide invalidation must

@@ -10,11 +10,16 @@
 //!     29     8  loaded_at     Unix ms              ┘
 //!     37     8  delta         f64 seconds, the recompute time XFetch weighs
 //!     45     8  fence         u64, the lease or read fence the value was published under
-//!     53     1  flags: 1 a source version follows; 2 the value was too large to share
+//!     53     1  flags: 1 a source version follows; 2 the value was too large to share;
+//!                 4 the entry's tags follow the header
 //!     54    20  source version, 20 ASCII decimal digits (zeros when absent)
 //!     74     8  the value type's fingerprint (see `fingerprint`)
-//!     82     …  the value: bincode 2 (serde, standard config)
+//!     82     …  with flag 4: the tags, a u16 count, then each tag as a u16 length, its
+//!               UTF-8 bytes and its version (u64) when the entry was stored
+//!      …     …  the value: bincode 2 (serde, standard config)
 //! ```
+//! A build that knows no tags reads flag 4 as unknown: a miss, never a value served
+//! without the check its tags ask for.
 //! An envelope flagged "too large" carries no value: the replica that loaded it could not
 //! write it under `max_value_bytes`, and tells the others so (until its `stale_until`)
 //! that they load it themselves at once instead of waiting in line for a lease whose
@@ -36,12 +41,17 @@ use bincode::config::{self, Configuration, Limit};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
+use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"STPD";
 /// Bumped whenever the layout above changes; old replicas then miss instead of misreading.
 pub(crate) const FORMAT_VERSION: u8 = 3;
 const HAS_VERSION: u8 = 1;
 const TOO_LARGE: u8 = 2;
+const TAGGED: u8 = 4;
+/// At most this many tags, each at most this many bytes, travel with an entry.
+const MAX_TAGS: usize = 1024;
+const MAX_TAG_BYTES: usize = u16::MAX as usize;
 pub(crate) const HEADER_LEN: usize = 82;
 /// The largest value a shared store accepts unless configured otherwise.
 pub(crate) const DEFAULT_MAX_VALUE_BYTES: usize = 8 << 20;
@@ -112,6 +122,8 @@ pub(crate) enum WireError {
     TooLargeToShare {
         stale_until_ms: u64,
     },
+    /// The tags after the header do not parse.
+    CorruptTags,
     /// Written as a value type of another shape (a build with other code).
     OtherType {
         found: u64,
@@ -130,6 +142,7 @@ impl fmt::Display for WireError {
                 write!(f, "value of {len} bytes over the {limit}-byte limit")
             }
             WireError::Value(e) => write!(f, "value does not decode: {e}"),
+            WireError::CorruptTags => f.write_str("the entry's tags do not parse"),
             WireError::TrailingBytes(n) => write!(f, "value leaves {n} bytes undecoded"),
             WireError::TooLargeToShare { .. } => {
                 f.write_str("the value was too large to share; each replica loads it")
@@ -168,13 +181,19 @@ impl Wire {
     pub(crate) fn encode<V: Serialize + DeserializeOwned + 'static>(
         &self,
         header: &Header,
+        tags: &[TagVersion],
         value: &V,
     ) -> Result<Vec<u8>, WireError> {
         let mut bytes = Vec::with_capacity(HEADER_LEN + 64);
-        write_header(&mut bytes, header, 0, fingerprint::of::<V>());
+        let flags = if tags.is_empty() { 0 } else { TAGGED };
+        write_header(&mut bytes, header, flags, fingerprint::of::<V>());
+        if !tags.is_empty() {
+            write_tags(&mut bytes, tags)?;
+        }
+        let start = bytes.len();
         bincode::serde::encode_into_std_write(value, &mut bytes, bincode_config::<BINCODE_LIMIT>())
             .map_err(|e| WireError::Value(e.to_string()))?;
-        let len = bytes.len() - HEADER_LEN;
+        let len = bytes.len() - start;
         if len > self.max_value_bytes {
             return Err(WireError::Oversized {
                 len,
@@ -220,7 +239,7 @@ impl Wire {
             .ok_or(WireError::CorruptHeader(
                 "source version is not 20 decimal digits",
             ))?;
-        if head[53] & !(HAS_VERSION | TOO_LARGE) != 0 {
+        if head[53] & !(HAS_VERSION | TOO_LARGE | TAGGED) != 0 {
             return Err(WireError::CorruptHeader("unknown flags"));
         }
         let source_version = (head[53] & HAS_VERSION != 0).then_some(digits);
@@ -241,11 +260,11 @@ impl Wire {
         Ok(header)
     }
 
-    /// The header and the value; any fault is an error, never a panic.
+    /// The header, the entry's tags and the value; any fault is an error, never a panic.
     pub(crate) fn decode<V: DeserializeOwned + 'static>(
         &self,
         bytes: &[u8],
-    ) -> Result<(Header, V), WireError> {
+    ) -> Result<Decoded<V>, WireError> {
         let header = self.header(bytes)?;
         if bytes[53] & TOO_LARGE != 0 {
             return Err(WireError::TooLargeToShare {
@@ -257,7 +276,11 @@ impl Wire {
         if found != expected {
             return Err(WireError::OtherType { found, expected });
         }
-        let body = &bytes[HEADER_LEN..];
+        let (tags, body) = if bytes[53] & TAGGED != 0 {
+            read_tags(&bytes[HEADER_LEN..]).ok_or(WireError::CorruptTags)?
+        } else {
+            (Vec::new(), &bytes[HEADER_LEN..])
+        };
         if body.len() > self.max_value_bytes {
             return Err(WireError::Oversized {
                 len: body.len(),
@@ -268,8 +291,50 @@ impl Wire {
         if read != body.len() {
             return Err(WireError::TrailingBytes(body.len() - read));
         }
-        Ok((header, value))
+        Ok((header, tags, value))
     }
+}
+
+/// A tag and its version when the entry was stored.
+pub(crate) type TagVersion = (Arc<str>, u64);
+
+/// What [`Wire::decode`] reads: the header, the entry's tags with their versions, the value.
+pub(crate) type Decoded<V> = (Header, Vec<TagVersion>, V);
+
+/// The tags section (see the layout above).
+fn write_tags(bytes: &mut Vec<u8>, tags: &[TagVersion]) -> Result<(), WireError> {
+    let too_many = tags.len() > MAX_TAGS || tags.iter().any(|(tag, _)| tag.len() > MAX_TAG_BYTES);
+    if too_many {
+        return Err(WireError::CorruptTags);
+    }
+    bytes.extend_from_slice(&(tags.len() as u16).to_be_bytes());
+    for (tag, version) in tags {
+        bytes.extend_from_slice(&(tag.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(tag.as_bytes());
+        bytes.extend_from_slice(&version.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// The tags section and the bytes after it; `None` if it does not parse.
+fn read_tags(mut rest: &[u8]) -> Option<(Vec<TagVersion>, &[u8])> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (taken, left) = (rest.len() >= n).then(|| rest.split_at(n))?;
+        *rest = left;
+        Some(taken)
+    }
+    let count = u16::from_be_bytes(take(&mut rest, 2)?.try_into().ok()?) as usize;
+    if count > MAX_TAGS {
+        return None;
+    }
+    let mut tags = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = u16::from_be_bytes(take(&mut rest, 2)?.try_into().ok()?) as usize;
+        let tag = std::str::from_utf8(take(&mut rest, len)?).ok()?;
+        let version = u64::from_be_bytes(take(&mut rest, 8)?.try_into().ok()?);
+        tags.push((Arc::from(tag), version));
+    }
+    Some((tags, rest))
 }
 
 /// Writes the fixed-size header (see the layout above).

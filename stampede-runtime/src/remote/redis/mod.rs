@@ -58,6 +58,7 @@ mod ops;
 mod scan;
 mod script;
 mod subscriber;
+mod tags;
 
 use super::background;
 use super::keys::{notice_channel, EntryKey};
@@ -129,6 +130,7 @@ struct Scripts {
     invalidate: LuaScript,
     release: LuaScript,
     beat: LuaScript,
+    tag: LuaScript,
 }
 
 impl Scripts {
@@ -141,6 +143,7 @@ impl Scripts {
             invalidate: script(include_str!("lua/invalidate.lua")),
             release: script(include_str!("lua/release.lua")),
             beat: script(include_str!("lua/beat.lua")),
+            tag: script(include_str!("lua/tag.lua")),
         }
     }
 }

@@ -124,7 +124,11 @@ impl NoticeHub {
             return;
         };
         self.received.fetch_add(1, Ordering::Relaxed);
-        if let Some(waiters) = self.waiters().remove(&notice.key) {
+        // A tag's notice names a tag, not a value key: no load waits on it.
+        let waiting = (notice.kind != NoticeKind::Tag)
+            .then(|| self.waiters().remove(&notice.key))
+            .flatten();
+        if let Some(waiters) = waiting {
             for waiter in waiters {
                 let _ = waiter.send(Wake::Notice(notice.clone()));
             }
@@ -139,6 +143,7 @@ impl NoticeHub {
             "p" => NoticeKind::Published,
             "i" => NoticeKind::Invalidated,
             "r" => NoticeKind::Released,
+            "t" => NoticeKind::Tag,
             _ => return None,
         };
         let fence = parts.next()?.parse().ok()?;

@@ -348,6 +348,21 @@ impl RemoteStore for RedisStore {
         Box::pin(self.client.beat(key, token))
     }
 
+    fn invalidate_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.client.invalidate_tag(tag, keep))
+    }
+
+    fn tag_versions<'a>(
+        &'a self,
+        tags: &'a [std::sync::Arc<str>],
+    ) -> BoxFuture<'a, Result<Vec<u64>, StoreError>> {
+        Box::pin(self.client.tag_versions(tags))
+    }
+
     fn entries<'a>(
         &'a self,
         pattern: &'a str,

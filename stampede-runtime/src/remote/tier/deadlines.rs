@@ -25,6 +25,7 @@ pub(super) fn to_memory<V>(
         generation,
         rearmed: false,
         source_version: header.source_version,
+        tags: None,
     }
 }
 

@@ -3,7 +3,8 @@
 use super::super::keys::{EntryKey, KeyError};
 use super::super::lease::HeldLease;
 use super::super::store::{Holder, Lease, Read};
-use super::super::wire::{Header, Wire, WireError};
+use super::super::wire::TagVersion;
+use super::super::wire::{Decoded, Header, Wire, WireError};
 use super::Loading;
 use crate::envelope::Envelope;
 use serde::de::DeserializeOwned;
@@ -13,11 +14,9 @@ use serde::Serialize;
 /// are known to allow them, so the loader needs no serde bounds.
 pub(crate) struct Codec<K, V> {
     pub(super) key: fn(&str, &str, u32, &K) -> Result<EntryKey, KeyError>,
-    pub(super) encode: fn(&Wire, &Header, &V) -> Result<Vec<u8>, WireError>,
-    pub(super) decode: fn(&Wire, &[u8]) -> Decoded<V>,
+    pub(super) encode: Encode<V>,
+    pub(super) decode: fn(&Wire, &[u8]) -> Result<Decoded<V>, WireError>,
 }
-
-type Decoded<V> = Result<(Header, V), WireError>;
 
 impl<K, V> Clone for Codec<K, V> {
     fn clone(&self) -> Self {
@@ -31,11 +30,14 @@ impl<K: Serialize, V: Serialize + DeserializeOwned + 'static> Codec<K, V> {
     pub(crate) fn new() -> Self {
         Codec {
             key: |prefix, name, version, key| EntryKey::new(prefix, name, version, key),
-            encode: |wire, header, value| wire.encode(header, value),
+            encode: |wire, header, tags, value| wire.encode(header, tags, value),
             decode: |wire, bytes| wire.decode(bytes),
         }
     }
 }
+
+/// How a value is written into an envelope, with its header and tags.
+type Encode<V> = fn(&Wire, &Header, &[TagVersion], &V) -> Result<Vec<u8>, WireError>;
 
 /// What a cache found in the shared store before calling its origin.
 pub(crate) struct Found<K, V> {

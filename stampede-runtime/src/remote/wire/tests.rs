@@ -32,7 +32,7 @@ fn profile() -> Profile {
 #[test]
 fn an_envelope_round_trips_with_its_header() {
     let wire = Wire::default();
-    let bytes = wire.encode(&header(), &profile()).unwrap();
+    let bytes = wire.encode(&header(), &[], &profile()).unwrap();
     assert_eq!(&bytes[..4], b"STPD");
     assert_eq!(&bytes[54..74], b"18446744073709551615");
     assert_eq!(
@@ -41,20 +41,20 @@ fn an_envelope_round_trips_with_its_header() {
     );
     assert_eq!(
         wire.decode::<Profile>(&bytes).unwrap(),
-        (header(), profile())
+        (header(), vec![], profile())
     );
     let absent = Header {
         source_version: None,
         ..header()
     };
-    let bytes = wire.encode(&absent, &profile()).unwrap();
+    let bytes = wire.encode(&absent, &[], &profile()).unwrap();
     assert_eq!(wire.decode::<Profile>(&bytes).unwrap().0, absent);
 }
 
 #[test]
 fn unknown_versions_and_foreign_bytes_are_errors() {
     let wire = Wire::default();
-    let mut bytes = wire.encode(&header(), &profile()).unwrap();
+    let mut bytes = wire.encode(&header(), &[], &profile()).unwrap();
     // Older formats differ in layout: a newer build misses on them rather than guessing.
     for old_or_future in [1, 2, 4] {
         bytes[4] = old_or_future;
@@ -76,7 +76,7 @@ fn unknown_versions_and_foreign_bytes_are_errors() {
 #[test]
 fn truncated_values_are_errors() {
     let wire = Wire::default();
-    let bytes = wire.encode(&header(), &profile()).unwrap();
+    let bytes = wire.encode(&header(), &[], &profile()).unwrap();
     for len in 0..bytes.len() {
         assert!(
             wire.decode::<Profile>(&bytes[..len]).is_err(),
@@ -93,10 +93,10 @@ fn values_over_the_limit_are_refused_both_ways() {
         ..profile()
     };
     assert!(matches!(
-        small.encode(&header(), &big),
+        small.encode(&header(), &[], &big),
         Err(WireError::Oversized { .. })
     ));
-    let bytes = Wire::default().encode(&header(), &big).unwrap();
+    let bytes = Wire::default().encode(&header(), &[], &big).unwrap();
     assert!(matches!(
         small.decode::<Profile>(&bytes),
         Err(WireError::Oversized { .. })
@@ -106,12 +106,12 @@ fn values_over_the_limit_are_refused_both_ways() {
 #[test]
 fn a_value_of_another_type_is_an_error() {
     let wire = Wire::default();
-    let bytes = wire.encode(&header(), &profile()).unwrap();
+    let bytes = wire.encode(&header(), &[], &profile()).unwrap();
     assert!(wire.decode::<u8>(&bytes).is_err());
     assert!(wire
         .decode::<(String, u64, Vec<String>, u8)>(&bytes)
         .is_err());
-    let bytes = wire.encode(&header(), &"text".to_string()).unwrap();
+    let bytes = wire.encode(&header(), &[], &"text".to_string()).unwrap();
     assert!(wire.decode::<Profile>(&bytes).is_err());
 }
 
@@ -137,6 +137,7 @@ fn bytes_that_would_decode_as_another_type_are_refused_by_the_fingerprint() {
     let swapped = wire
         .encode(
             &header(),
+            &[],
             &old::Price {
                 net: 100,
                 gross: 119,
@@ -155,7 +156,7 @@ fn bytes_that_would_decode_as_another_type_are_refused_by_the_fingerprint() {
         wire.decode::<new::Price>(&swapped),
         Err(WireError::OtherType { .. })
     ));
-    let number = wire.encode(&header(), &5u64).unwrap();
+    let number = wire.encode(&header(), &[], &5u64).unwrap();
     assert_eq!(decode_value::<u8>(&number[HEADER_LEN..]).unwrap().0, 5);
     assert!(matches!(
         wire.decode::<u8>(&number),
@@ -163,7 +164,7 @@ fn bytes_that_would_decode_as_another_type_are_refused_by_the_fingerprint() {
     ));
     // The same shape still reads.
     assert_eq!(
-        wire.decode::<old::Price>(&swapped).unwrap().1,
+        wire.decode::<old::Price>(&swapped).unwrap().2,
         old::Price {
             net: 100,
             gross: 119
@@ -175,8 +176,8 @@ fn bytes_that_would_decode_as_another_type_are_refused_by_the_fingerprint() {
 fn a_length_prefix_claiming_gigabytes_is_an_error_not_an_allocation() {
     let wire = Wire::default();
     for empty in [
-        wire.encode(&header(), &Vec::<u8>::new()),
-        wire.encode(&header(), &String::new()),
+        wire.encode(&header(), &[], &Vec::<u8>::new()),
+        wire.encode(&header(), &[], &String::new()),
     ] {
         let mut bytes = empty.unwrap();
         bytes.truncate(HEADER_LEN);
@@ -191,7 +192,7 @@ fn a_length_prefix_claiming_gigabytes_is_an_error_not_an_allocation() {
 #[test]
 fn a_length_prefix_longer_than_the_body_is_refused_before_allocating() {
     let wire = Wire::default();
-    let mut bytes = wire.encode(&header(), &String::new()).unwrap();
+    let mut bytes = wire.encode(&header(), &[], &String::new()).unwrap();
     bytes.truncate(HEADER_LEN);
     // Varint tag 252 + u32: 512 MiB claimed by a body of a few bytes. Refused by the
     // limit, not by running out of bytes after allocating what was claimed.
@@ -209,9 +210,9 @@ fn a_length_prefix_longer_than_the_body_is_refused_before_allocating() {
 fn values_with_many_strings_up_to_the_maximum_still_decode() {
     let wire = Wire::new(DEFAULT_MAX_VALUE_BYTES);
     let value: Vec<String> = (0..100_000).map(|i| format!("{i:070}")).collect();
-    let bytes = wire.encode(&header(), &value).unwrap();
+    let bytes = wire.encode(&header(), &[], &value).unwrap();
     assert!(bytes.len() > 1 << 20, "spans more than one limit step");
-    assert_eq!(wire.decode::<Vec<String>>(&bytes).unwrap().1, value);
+    assert_eq!(wire.decode::<Vec<String>>(&bytes).unwrap().2, value);
 }
 
 proptest! {
@@ -228,7 +229,7 @@ proptest! {
     #[test]
     fn arbitrary_bodies_behind_a_valid_header_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
         let wire = Wire::default();
-        let mut bytes = wire.encode(&header(), &()).unwrap();
+        let mut bytes = wire.encode(&header(), &[], &()).unwrap();
         bytes.extend_from_slice(&body);
         let _ = wire.decode::<Profile>(&bytes);
         let _ = wire.decode::<Vec<String>>(&bytes);
@@ -240,13 +241,13 @@ proptest! {
         cut in any::<prop::sample::Index>(),
     ) {
         let wire = Wire::default();
-        let mut bytes = wire.encode(&header(), &profile()).unwrap();
+        let mut bytes = wire.encode(&header(), &[], &profile()).unwrap();
         for (at, byte) in flips {
             let at = at.index(bytes.len());
             bytes[at] = byte;
         }
         let len = cut.index(bytes.len() + 1);
-        if let Ok((header, _)) = wire.decode::<Profile>(&bytes[..len]) {
+        if let Ok((header, _, _)) = wire.decode::<Profile>(&bytes[..len]) {
             prop_assert!(header.fresh_until_ms <= header.stale_until_ms);
         }
     }
@@ -269,7 +270,33 @@ proptest! {
             source_version,
         };
         let wire = Wire::default();
-        let bytes = wire.encode(&header, &profile()).unwrap();
-        prop_assert_eq!(wire.decode::<Profile>(&bytes).unwrap(), (header, profile()));
+        let bytes = wire.encode(&header, &[], &profile()).unwrap();
+        prop_assert_eq!(wire.decode::<Profile>(&bytes).unwrap(), (header, vec![], profile()));
     }
+}
+
+#[test]
+fn tags_travel_between_the_header_and_the_value() {
+    let wire = Wire::default();
+    let tags: Vec<(std::sync::Arc<str>, u64)> = vec![
+        ("tenant:7".into(), 1_764_800_000_000_123),
+        ("prices\0x".into(), 0),
+    ];
+    let bytes = wire.encode(&header(), &tags, &profile()).unwrap();
+    assert_eq!(bytes[53] & 4, 4);
+    assert_eq!(
+        wire.decode::<Profile>(&bytes).unwrap(),
+        (header(), tags.clone(), profile())
+    );
+    // Cut anywhere inside the tags: an error, never a panic or a value.
+    for len in HEADER_LEN..HEADER_LEN + 40 {
+        assert!(
+            wire.decode::<Profile>(&bytes[..len]).is_err(),
+            "{len} bytes decoded"
+        );
+    }
+    // A tag count that claims more than the bytes hold.
+    let mut lying = bytes.clone();
+    lying[HEADER_LEN] = 0x7f;
+    assert!(wire.decode::<Profile>(&lying).is_err());
 }

@@ -66,7 +66,9 @@ pub(super) fn publication(
     Publication {
         fence,
         token: None,
-        envelope: Wire::default().encode(&header, &value.to_owned()).unwrap(),
+        envelope: Wire::default()
+            .encode(&header, &[], &value.to_owned())
+            .unwrap(),
         keep_until_ms: header.keep_until_ms,
         source_version,
         recompute: Duration::from_millis(10),
@@ -101,7 +103,7 @@ pub(super) fn asking(purpose: LeaseFor) -> Option<LeaseRequest> {
 
 pub(super) fn value_of(read: &Read) -> Option<String> {
     let bytes = read.envelope.as_ref()?;
-    Some(Wire::default().decode::<String>(bytes).unwrap().1)
+    Some(Wire::default().decode::<String>(bytes).unwrap().2)
 }
 
 pub(super) fn miss_lease() -> Option<LeaseRequest> {
@@ -174,7 +176,9 @@ async fn a_fresh_value_is_read_without_the_script_and_anything_else_with_it() {
         fence: read.fence,
         source_version: None,
     };
-    let bytes = Wire::default().encode(&header, &"old".to_owned()).unwrap();
+    let bytes = Wire::default()
+        .encode(&header, &[], &"old".to_owned())
+        .unwrap();
     redis::cmd("SET")
         .arg(key.value())
         .arg(bytes)

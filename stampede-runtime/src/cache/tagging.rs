@@ -1,0 +1,102 @@
+//! A cache's part in tags (see `tags.rs`): the versions a loaded entry is stored with, and
+//! invalidating a tag of this cache alone.
+use super::load::outcome;
+use super::{Cache, Inner};
+use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::envelope::Envelope;
+use crate::error::Error;
+use crate::tags::{self, Refusal, UNKNOWN_MARGIN};
+use std::time::Duration;
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
+    /// Retires every entry of this cache tagged `tag` (see [`CacheBuilder::tags`]), here
+    /// and on every replica, as [`Runtime::invalidate_tag`](crate::Runtime::invalidate_tag)
+    /// does for every cache of a runtime. A cache without tags has nothing to retire.
+    ///
+    /// [`CacheBuilder::tags`]: crate::CacheBuilder::tags
+    pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
+        let Some(tagging) = &self.inner.tags else {
+            return Ok(());
+        };
+        let name = tags::scoped(&tagging.scope, tag);
+        match &tagging.runtime {
+            Some(runtime) => {
+                runtime
+                    .move_tag(&name, self.inner.policy.name().clone())
+                    .await
+            }
+            None => {
+                tagging.book.invalidate_here(&name);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// The book's count of moves as a load begins (0 for a cache without tags).
+    pub(super) fn tags_began(&self) -> u64 {
+        self.tags.as_ref().map_or(0, |tagging| tagging.book.moves())
+    }
+
+    /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`
+    /// when one of them moved since the load began (`began`: the book's count then;
+    /// `ago`: how long ago it began). Then its callers still get the value and nothing
+    /// stores it, as after an invalidation. A re-armed fallback keeps the versions of the
+    /// value it re-arms.
+    pub(super) async fn stamp(
+        &self,
+        key: &K,
+        mut envelope: Envelope<V>,
+        began: u64,
+        ago: Duration,
+    ) -> Option<Envelope<V>> {
+        let Some(tagging) = &self.tags else {
+            return Some(envelope);
+        };
+        if envelope.rearmed {
+            return Some(envelope);
+        }
+        let names = tagging.names(key, &envelope.value);
+        if names.is_empty() {
+            return Some(envelope);
+        }
+        let began_at = tags::wall_micros_ago(ago);
+        let margin = u64::try_from(UNKNOWN_MARGIN.as_micros()).unwrap_or(u64::MAX);
+        for _ in 0..2 {
+            match tagging.book.stamp(&names, began) {
+                Ok(stamp) => {
+                    envelope.tags = Some(stamp);
+                    return Some(envelope);
+                }
+                Err(Refusal::Moved) => break,
+                Err(Refusal::Unknown(unknown)) => {
+                    let remote = tagging
+                        .runtime
+                        .as_ref()
+                        .and_then(|runtime| runtime.remote());
+                    let Some(remote) = remote else {
+                        // No shared store to ask: nothing but this process moves the tag.
+                        for tag in &unknown {
+                            tagging.book.learn(tag, 0, false, false);
+                        }
+                        continue;
+                    };
+                    // A version first read now may have moved after the origin was read:
+                    // one from before the load began (by a margin for the two clocks) is
+                    // safe, anything later refuses the store.
+                    match remote.tag_versions(&unknown).await {
+                        Ok(versions)
+                            if versions
+                                .iter()
+                                .all(|v| v.saturating_add(margin) <= began_at) => {}
+                        _ => break,
+                    }
+                }
+            }
+        }
+        self.counters.tag_fenced.bump();
+        outcome("fenced by a tag");
+        None
+    }
+}

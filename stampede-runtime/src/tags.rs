@@ -1,0 +1,399 @@
+//! Tags: one name that retires every entry carrying it, in every cache of a runtime (or of
+//! one cache, scoped), at a cost that does not grow with the entries.
+//!
+//! Nothing is scanned. Each tag has a version that only rises, and each entry records the
+//! versions of its tags when it is stored; an entry whose tag has moved past the version
+//! it recorded is retired: never served, as if invalidated. A runtime keeps one
+//! [`TagBook`]: the versions it knows and a count of moves, so a hit of a tagged entry
+//! compares one number (the count its tags were last found current at) and looks at the
+//! table only after some tag moved.
+//!
+//! A load that was running when one of its tags moved is fenced as an invalidated load
+//! is: it answers its callers and stores nothing. Each load notes the count of moves when
+//! it starts; a tag whose last move came after that refuses the store.
+//!
+//! On a shared store the versions live there (see `remote::redis::lua::tag`), the book
+//! is kept current by the store's notices, and a tag the book does not know is read from
+//! the store before an entry carrying it is served or stored. On the memory backend the
+//! book is the only record, and a version is the count of moves itself.
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Records a book keeps before it looks for ones old enough to forget.
+const PRUNE_ABOVE: usize = 4096;
+/// How long a book keeps a tag's record at least: a load that began before the move and
+/// is still running refuses its store (see `floor`), and an entry older than this that
+/// recorded the older version has expired.
+const KEEP_AT_LEAST: Duration = Duration::from_secs(60);
+/// A tag first read from the shared store when a load stores: a move this close before the
+/// load began (by the two clocks involved) may have come after the origin was read, so the
+/// store is refused. Covers the skew between this host's clock and the store's.
+pub(crate) const UNKNOWN_MARGIN: Duration = Duration::from_secs(1);
+
+/// Separates a cache's name from a tag scoped to it.
+const SCOPE: char = '\0';
+
+/// A tag scoped to one cache (a handle's or [`Cache`](crate::Cache)'s `invalidate_tag`).
+pub(crate) fn scoped(cache: &str, tag: &str) -> Arc<str> {
+    format!("{cache}{SCOPE}{tag}").into()
+}
+
+/// The tags of a cache's entries, by key and value.
+pub(crate) type TagsOf<K, V> = Arc<dyn Fn(&K, &V, &mut dyn FnMut(&str)) + Send + Sync>;
+
+/// A cache's tags: how an entry's are found, the book that versions them, and the scope
+/// its own invalidations use.
+pub(crate) struct Tagging<K, V> {
+    pub(crate) of: TagsOf<K, V>,
+    pub(crate) book: Arc<TagBook>,
+    pub(crate) scope: Arc<str>,
+    /// Where a tag of this cache alone is moved (none when the runtime would not build).
+    pub(crate) runtime: Option<crate::runtime::Runtime>,
+}
+
+impl<K, V> Tagging<K, V> {
+    /// The names an entry of `key` and `value` is checked under: each of its tags, runtime
+    /// wide and in this cache's scope.
+    pub(crate) fn names(&self, key: &K, value: &V) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = Vec::new();
+        (self.of)(key, value, &mut |tag| {
+            names.push(tag.into());
+            names.push(scoped(&self.scope, tag));
+        });
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+/// The versions of one entry's tags when it was stored.
+pub(crate) struct TagStamp {
+    tags: Box<[(Arc<str>, u64)]>,
+    /// The book's count of moves when these versions were last found current.
+    checked: AtomicU64,
+    book: Arc<TagBook>,
+}
+
+impl fmt::Debug for TagStamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.tags.iter().map(|(tag, version)| (tag, version)))
+            .finish()
+    }
+}
+
+impl TagStamp {
+    /// A stamp of versions read from the shared store, to be checked before it is served.
+    pub(crate) fn recorded(book: &Arc<TagBook>, tags: Vec<(Arc<str>, u64)>) -> Arc<Self> {
+        Arc::new(TagStamp {
+            tags: tags.into_boxed_slice(),
+            checked: AtomicU64::new(0),
+            book: book.clone(),
+        })
+    }
+
+    pub(crate) fn tags(&self) -> &[(Arc<str>, u64)] {
+        &self.tags
+    }
+
+    /// Whether no tag of the entry moved past its version: the hit path's question. A tag
+    /// the book does not know (on a shared store, after the book was reset) is not
+    /// current: the entry is read again from the store, where the tag is looked up.
+    #[inline]
+    pub(crate) fn current(&self) -> bool {
+        let moves = self.book.moves.load(Ordering::Acquire);
+        if self.checked.load(Ordering::Relaxed) >= moves {
+            return true;
+        }
+        self.book.check(self) == Verdict::Current
+    }
+}
+
+/// What the book says of an entry's versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Current,
+    Retired,
+    /// Tags the book does not know: read their versions from the shared store first.
+    Unknown(Vec<Arc<str>>),
+}
+
+/// Why a load's entry may not be stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// One of its tags moved after the load began.
+    Moved,
+    /// Tags the book does not know: read their versions from the shared store first.
+    Unknown(Vec<Arc<str>>),
+}
+
+/// The tag versions a runtime knows.
+pub(crate) struct TagBook {
+    /// Rises with every move of a version known here (and every reset): an entry found
+    /// current at this count needs no look at the table.
+    moves: AtomicU64,
+    table: Mutex<Table>,
+    /// Versions come from a shared store: a tag not in the table is unknown, not unmoved.
+    shared: bool,
+}
+
+#[derive(Default)]
+struct Table {
+    known: HashMap<Arc<str>, Known>,
+    /// A load that began before this count may have missed a move (the record was
+    /// forgotten, or the notices were lost): it does not store.
+    floor: u64,
+    /// Records are kept at least this long (the longest entry lifetime of a cache using
+    /// the book).
+    keep: Duration,
+    pruned_at: Option<Instant>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    version: u64,
+    /// The count of moves at this tag's last move.
+    moved: u64,
+    /// Since when it is known at this version.
+    at: Instant,
+    /// Invalidated here and not yet taken by the shared store: every entry carrying it is
+    /// retired here, and no load stores one, until it is.
+    owed: bool,
+}
+
+impl TagBook {
+    pub(crate) fn new(shared: bool) -> Arc<Self> {
+        Arc::new(TagBook {
+            moves: AtomicU64::new(1),
+            table: Mutex::new(Table {
+                keep: KEEP_AT_LEAST,
+                ..Table::default()
+            }),
+            shared,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> bool {
+        self.shared
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The count of moves, which a load notes when it begins.
+    pub(crate) fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Acquire)
+    }
+
+    /// Counts a move; the caller holds the table.
+    fn bump(&self, _table: &mut Table) -> u64 {
+        self.moves.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Records are kept at least as long as an entry of a cache using the book may live.
+    pub(crate) fn keep_at_least(&self, lifetime: Duration) {
+        let mut table = self.table();
+        table.keep = table.keep.max(lifetime);
+    }
+
+    /// Moves `tag` on the memory backend: its version becomes the new count of moves.
+    pub(crate) fn invalidate_here(&self, tag: &str) {
+        let mut table = self.table();
+        let moved = self.bump(&mut table);
+        table.known.insert(
+            tag.into(),
+            Known {
+                version: moved,
+                moved,
+                at: Instant::now(),
+                owed: false,
+            },
+        );
+        self.prune(&mut table);
+    }
+
+    /// Retires `tag` here before the shared store has taken its invalidation (or when it
+    /// could not): entries carrying it are not served and no load stores one until
+    /// [`TagBook::learn`] hears the store's new version.
+    pub(crate) fn owe(&self, tag: &str) {
+        let mut table = self.table();
+        let moved = self.bump(&mut table);
+        let known = table.known.entry(tag.into()).or_insert(Known {
+            version: 0,
+            moved,
+            at: Instant::now(),
+            owed: true,
+        });
+        known.moved = moved;
+        known.owed = true;
+        known.at = Instant::now();
+    }
+
+    /// A version of `tag` from the shared store. `moved`: it was raised just now (an
+    /// invalidation's answer or notice), so loads that began before refuse their store;
+    /// otherwise it was only read, and only records what was not known. Ends an owed
+    /// retirement when the store took it (`paid`).
+    pub(crate) fn learn(&self, tag: &str, version: u64, moved: bool, paid: bool) {
+        let mut table = self.table();
+        let now = Instant::now();
+        let count = if moved { self.bump(&mut table) } else { 0 };
+        match table.known.get_mut(tag) {
+            Some(known) => {
+                let rose = version > known.version;
+                if rose {
+                    known.version = version;
+                    known.at = now;
+                }
+                if moved && (rose || paid) {
+                    known.moved = count;
+                }
+                if paid {
+                    known.owed = false;
+                }
+            }
+            None => {
+                table.known.insert(
+                    tag.into(),
+                    Known {
+                        version,
+                        moved: count,
+                        at: now,
+                        owed: false,
+                    },
+                );
+            }
+        }
+        if moved {
+            self.prune(&mut table);
+        }
+    }
+
+    /// The notices stopped or may have skipped some: every version known is in doubt.
+    /// Forgets them (not the owed ones), and loads that began before refuse their store.
+    pub(crate) fn reset(&self) {
+        let mut table = self.table();
+        table.known.retain(|_, known| known.owed);
+        let moved = self.bump(&mut table);
+        table.floor = moved;
+    }
+
+    /// Whether any tag invalidation is owed to the shared store.
+    pub(crate) fn has_owed(&self) -> bool {
+        self.table().known.values().any(|known| known.owed)
+    }
+
+    /// How long the shared store keeps a tag's version after its last move: at least a
+    /// day, and at least the longest an entry of a cache using the book may live.
+    pub(crate) fn keep(&self) -> Duration {
+        self.table().keep.max(Duration::from_secs(24 * 60 * 60))
+    }
+
+    /// The tags owed to the shared store.
+    pub(crate) fn owed(&self) -> Vec<Arc<str>> {
+        let table = self.table();
+        let owed = table.known.iter().filter(|(_, known)| known.owed);
+        owed.map(|(tag, _)| tag.clone()).collect()
+    }
+
+    /// The versions to store an entry of `names` with, for a load that began at the count
+    /// `began`; refused when a tag moved since (or the book cannot tell).
+    pub(crate) fn stamp(
+        self: &Arc<Self>,
+        names: &[Arc<str>],
+        began: u64,
+    ) -> Result<Arc<TagStamp>, Refusal> {
+        let table = self.table();
+        if began < table.floor {
+            return Err(Refusal::Moved);
+        }
+        let mut tags = Vec::with_capacity(names.len());
+        let mut unknown = Vec::new();
+        for name in names {
+            match table.known.get(name) {
+                Some(known) if known.owed || known.moved > began => return Err(Refusal::Moved),
+                Some(known) => tags.push((name.clone(), known.version)),
+                None if self.shared => unknown.push(name.clone()),
+                None => tags.push((name.clone(), 0)),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Refusal::Unknown(unknown));
+        }
+        let checked = self.moves();
+        Ok(Arc::new(TagStamp {
+            tags: tags.into_boxed_slice(),
+            checked: AtomicU64::new(checked),
+            book: self.clone(),
+        }))
+    }
+
+    /// Looks up each of the stamp's tags; a current stamp remembers the count it was found
+    /// current at.
+    pub(crate) fn check(&self, stamp: &TagStamp) -> Verdict {
+        let table = self.table();
+        let moves = self.moves();
+        let mut unknown = Vec::new();
+        for (name, version) in stamp.tags.iter() {
+            match table.known.get(name) {
+                Some(known) if known.owed || known.version > *version => return Verdict::Retired,
+                Some(_) => {}
+                None if self.shared => unknown.push(name.clone()),
+                None => {}
+            }
+        }
+        if !unknown.is_empty() {
+            return Verdict::Unknown(unknown);
+        }
+        stamp.checked.fetch_max(moves, Ordering::Relaxed);
+        Verdict::Current
+    }
+
+    /// Forgets records older than every entry that may have recorded an older version;
+    /// loads that began before a forgotten move refuse their store.
+    fn prune(&self, table: &mut Table) {
+        if table.known.len() <= PRUNE_ABOVE {
+            return;
+        }
+        let now = Instant::now();
+        let keep = table.keep + KEEP_AT_LEAST;
+        if table
+            .pruned_at
+            .is_some_and(|at| now.saturating_duration_since(at) < keep / 4)
+        {
+            return;
+        }
+        table.pruned_at = Some(now);
+        let mut floor = table.floor;
+        table.known.retain(|_, known| {
+            let keep_it = known.owed || now.saturating_duration_since(known.at) < keep;
+            if !keep_it {
+                floor = floor.max(known.moved);
+            }
+            keep_it
+        });
+        table.floor = floor;
+    }
+
+    /// How many tag records the book holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.table().known.len()
+    }
+}
+
+/// Now as Unix microseconds of this host's clock: when a load began, to compare with a
+/// version first read from the shared store (see [`UNKNOWN_MARGIN`]).
+pub(crate) fn wall_micros_ago(elapsed: Duration) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_sub(elapsed);
+    u64::try_from(now.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests;
