@@ -76,5 +76,6 @@ mod observability;
 mod origin_errors;
 mod shared_store;
 mod spans;
+mod tags;
 mod warmup;
 mod write_through;

@@ -121,6 +121,14 @@ pub(crate) enum Verdict {
     Unknown(Vec<Arc<str>>),
 }
 
+/// When a load began: the book's count of moves, and this host's clock in Unix
+/// microseconds (for versions read from the store after it began).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Began {
+    pub(crate) count: u64,
+    pub(crate) wall_micros: u64,
+}
+
 /// Why a load's entry may not be stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -159,6 +167,10 @@ struct Known {
     moved: u64,
     /// Since when it is known at this version.
     at: Instant,
+    /// The count of moves when this version was read from the store rather than heard
+    /// of as a move (0: never): a load that began before cannot tell from the count
+    /// whether the move came after it began.
+    learned: u64,
     /// Invalidated here and not yet taken by the shared store: every entry carrying it is
     /// retired here, and no load stores one, until it is.
     owed: bool,
@@ -189,8 +201,8 @@ impl TagBook {
         self.moves.load(Ordering::Acquire)
     }
 
-    /// Counts a move; the caller holds the table.
-    fn bump(&self, _table: &mut Table) -> u64 {
+    /// Counts a move; the caller holds the table's lock.
+    fn bump(&self) -> u64 {
         self.moves.fetch_add(1, Ordering::AcqRel) + 1
     }
 
@@ -203,13 +215,14 @@ impl TagBook {
     /// Moves `tag` on the memory backend: its version becomes the new count of moves.
     pub(crate) fn invalidate_here(&self, tag: &str) {
         let mut table = self.table();
-        let moved = self.bump(&mut table);
+        let moved = self.bump();
         table.known.insert(
             tag.into(),
             Known {
                 version: moved,
                 moved,
                 at: Instant::now(),
+                learned: 0,
                 owed: false,
             },
         );
@@ -221,11 +234,12 @@ impl TagBook {
     /// [`TagBook::learn`] hears the store's new version.
     pub(crate) fn owe(&self, tag: &str) {
         let mut table = self.table();
-        let moved = self.bump(&mut table);
+        let moved = self.bump();
         let known = table.known.entry(tag.into()).or_insert(Known {
             version: 0,
             moved,
             at: Instant::now(),
+            learned: 0,
             owed: true,
         });
         known.moved = moved;
@@ -240,7 +254,6 @@ impl TagBook {
     pub(crate) fn learn(&self, tag: &str, version: u64, moved: bool, paid: bool) {
         let mut table = self.table();
         let now = Instant::now();
-        let count = if moved { self.bump(&mut table) } else { 0 };
         match table.known.get_mut(tag) {
             Some(known) => {
                 let rose = version > known.version;
@@ -248,20 +261,29 @@ impl TagBook {
                     known.version = version;
                     known.at = now;
                 }
-                if moved && (rose || paid) {
-                    known.moved = count;
+                if rose || paid {
+                    // Entries found current at the older version look again.
+                    let count = self.bump();
+                    if moved {
+                        known.moved = count;
+                    } else {
+                        known.learned = count;
+                    }
                 }
                 if paid {
                     known.owed = false;
                 }
             }
             None => {
+                let count = self.bump();
+                let (moved, learned) = if moved { (count, 0) } else { (0, count) };
                 table.known.insert(
                     tag.into(),
                     Known {
                         version,
-                        moved: count,
+                        moved,
                         at: now,
+                        learned,
                         owed: false,
                     },
                 );
@@ -273,12 +295,14 @@ impl TagBook {
     }
 
     /// The notices stopped or may have skipped some: every version known is in doubt.
-    /// Forgets them (not the owed ones), and loads that began before refuse their store.
+    /// Forgets them (not the owed ones): each is read from the store again before an entry
+    /// carrying it is served or stored, and a load that began before a version it reads
+    /// then does not store (see `cache/tagging.rs`), so the notices missed meanwhile cost
+    /// nothing but those reads.
     pub(crate) fn reset(&self) {
         let mut table = self.table();
         table.known.retain(|_, known| known.owed);
-        let moved = self.bump(&mut table);
-        table.floor = moved;
+        self.bump();
     }
 
     /// Whether any tag invalidation is owed to the shared store.
@@ -304,17 +328,29 @@ impl TagBook {
     pub(crate) fn stamp(
         self: &Arc<Self>,
         names: &[Arc<str>],
-        began: u64,
+        began: Began,
     ) -> Result<Arc<TagStamp>, Refusal> {
         let table = self.table();
-        if began < table.floor {
+        if began.count < table.floor {
             return Err(Refusal::Moved);
         }
+        let margin = u64::try_from(UNKNOWN_MARGIN.as_micros()).unwrap_or(u64::MAX);
         let mut tags = Vec::with_capacity(names.len());
         let mut unknown = Vec::new();
         for name in names {
             match table.known.get(name) {
-                Some(known) if known.owed || known.moved > began => return Err(Refusal::Moved),
+                Some(known) if known.owed || known.moved > began.count => {
+                    return Err(Refusal::Moved)
+                }
+                // Read from the store after the load began: when it moved is known only
+                // by the version, the store's clock (in microseconds) at the move, which
+                // must come before the load began, by a margin for the two clocks.
+                Some(known)
+                    if known.learned > began.count
+                        && known.version.saturating_add(margin) > began.wall_micros =>
+                {
+                    return Err(Refusal::Moved)
+                }
                 Some(known) => tags.push((name.clone(), known.version)),
                 None if self.shared => unknown.push(name.clone()),
                 None => tags.push((name.clone(), 0)),

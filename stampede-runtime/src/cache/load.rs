@@ -328,15 +328,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 now,
             );
             let envelope = match envelope {
-                Some(envelope) if self.tags.is_some() => {
-                    let ago = self.clock.precise().saturating_duration_since(timed.asked);
-                    Box::pin(self.stamp(&key, envelope, began, ago)).await
-                }
-                envelope => envelope,
-            };
-            let envelope = match envelope {
-                Some(envelope) if self.remote.is_some() => {
-                    Box::pin(self.write_remote(&key, found.as_deref_mut(), envelope, now)).await
+                Some(envelope) if self.tags.is_some() || self.remote.is_some() => {
+                    let began = (began, timed.asked);
+                    let written = self.write(&key, found.as_deref_mut(), envelope, now, began);
+                    Box::pin(written).await
                 }
                 envelope => envelope,
             };

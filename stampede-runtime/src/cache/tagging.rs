@@ -3,9 +3,11 @@
 use super::load::outcome;
 use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::clock::Instant;
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::tags::{self, Refusal, UNKNOWN_MARGIN};
+use crate::remote::tier::Found;
+use crate::tags::{self, Began, Refusal};
 use std::time::Duration;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
@@ -39,6 +41,29 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         self.tags.as_ref().map_or(0, |tagging| tagging.book.moves())
     }
 
+    /// Step 6's writes before memory, one future (boxed by the load, which would otherwise
+    /// carry both): the versions of the entry's tags (`began`: the book's count when the
+    /// load began, and when), then the shared store under its fence. What memory may keep.
+    pub(super) async fn write(
+        &self,
+        key: &K,
+        found: Option<&mut Found<K, V>>,
+        envelope: Envelope<V>,
+        now: Instant,
+        (began, asked): (u64, Instant),
+    ) -> Option<Envelope<V>> {
+        let envelope = if self.tags.is_some() {
+            let ago = self.clock.precise().saturating_duration_since(asked);
+            self.stamp(key, envelope, began, ago).await?
+        } else {
+            envelope
+        };
+        if self.remote.is_none() {
+            return Some(envelope);
+        }
+        self.write_remote(key, found, envelope, now).await
+    }
+
     /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`
     /// when one of them moved since the load began (`began`: the book's count then;
     /// `ago`: how long ago it began). Then its callers still get the value and nothing
@@ -61,8 +86,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if names.is_empty() {
             return Some(envelope);
         }
-        let began_at = tags::wall_micros_ago(ago);
-        let margin = u64::try_from(UNKNOWN_MARGIN.as_micros()).unwrap_or(u64::MAX);
+        let began = Began {
+            count: began,
+            wall_micros: tags::wall_micros_ago(ago),
+        };
         for _ in 0..2 {
             match tagging.book.stamp(&names, began) {
                 Ok(stamp) => {
@@ -82,15 +109,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                         }
                         continue;
                     };
-                    // A version first read now may have moved after the origin was read:
-                    // one from before the load began (by a margin for the two clocks) is
-                    // safe, anything later refuses the store.
-                    match remote.tag_versions(&unknown).await {
-                        Ok(versions)
-                            if versions
-                                .iter()
-                                .all(|v| v.saturating_add(margin) <= began_at) => {}
-                        _ => break,
+                    // The book knows them now, and when they moved (see `TagBook::stamp`).
+                    if remote.tag_versions(&unknown).await.is_err() {
+                        break;
                     }
                 }
             }

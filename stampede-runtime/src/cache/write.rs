@@ -65,15 +65,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             inner.next_generation(),
             fastrand::f64(),
         );
-        let ago = inner.clock.precise().saturating_duration_since(began.1);
-        let envelope = match inner.stamp(&key, envelope, began.0, ago).await {
-            Some(envelope) => {
-                inner
-                    .write_remote(&key, found.as_mut(), envelope, now)
-                    .await
-            }
-            None => None,
-        };
+        let envelope = inner
+            .write(&key, found.as_mut(), envelope, now, began)
+            .await;
         // Nobody joins this load: its answer only completes the flight.
         let _ = inner.settle(Some(leader), answer, envelope);
         fenced

@@ -308,10 +308,10 @@ impl Remote {
         });
     }
 
-    /// Invalidations and sweeps waiting for the store.
+    /// Invalidations, sweeps and tag invalidations waiting for the store.
     pub(crate) fn queued(&self) -> usize {
         let owed = self.owed();
-        owed.keys.len() + owed.sweeps.len()
+        owed.keys.len() + owed.sweeps.len() + self.tags.owed().len()
     }
 
     fn owe_invalidation(&self, key: EntryKey, plain: bool, version: Option<u64>) {

@@ -1,5 +1,13 @@
 use super::*;
 
+/// A load beginning now.
+fn now(book: &TagBook) -> Began {
+    Began {
+        count: book.moves(),
+        wall_micros: wall_micros_ago(Duration::ZERO),
+    }
+}
+
 fn names(tags: &[&str]) -> Vec<Arc<str>> {
     tags.iter().map(|&tag| Arc::from(tag)).collect()
 }
@@ -7,21 +15,21 @@ fn names(tags: &[&str]) -> Vec<Arc<str>> {
 #[test]
 fn an_entry_stays_current_until_one_of_its_tags_moves() {
     let book = TagBook::new(false);
-    let stamp = book.stamp(&names(&["a", "b"]), book.moves()).unwrap();
+    let stamp = book.stamp(&names(&["a", "b"]), now(&book)).unwrap();
     assert!(stamp.current());
     book.invalidate_here("c");
     assert!(stamp.current(), "another tag moved");
     book.invalidate_here("b");
     assert!(!stamp.current());
     // Stored after the move: current again.
-    let after = book.stamp(&names(&["a", "b"]), book.moves()).unwrap();
+    let after = book.stamp(&names(&["a", "b"]), now(&book)).unwrap();
     assert!(after.current());
 }
 
 #[test]
 fn a_load_that_began_before_a_move_of_its_tag_is_refused() {
     let book = TagBook::new(false);
-    let began = book.moves();
+    let began = now(&book);
     book.invalidate_here("other");
     assert!(
         book.stamp(&names(&["a"]), began).is_ok(),
@@ -32,13 +40,13 @@ fn a_load_that_began_before_a_move_of_its_tag_is_refused() {
         book.stamp(&names(&["a"]), began).unwrap_err(),
         Refusal::Moved
     );
-    assert!(book.stamp(&names(&["a"]), book.moves()).is_ok());
+    assert!(book.stamp(&names(&["a"]), now(&book)).is_ok());
 }
 
 #[test]
 fn a_shared_book_asks_for_tags_it_does_not_know() {
     let book = TagBook::new(true);
-    let began = book.moves();
+    let began = now(&book);
     assert_eq!(
         book.stamp(&names(&["a", "b"]), began).unwrap_err(),
         Refusal::Unknown(names(&["a", "b"]))
@@ -55,7 +63,7 @@ fn a_shared_book_asks_for_tags_it_does_not_know() {
         Refusal::Moved
     );
     // An older version heard late changes nothing.
-    let now = book.moves();
+    let now = now(&book);
     book.learn("a", 9, false, false);
     assert!(book.stamp(&names(&["a"]), now).is_ok());
 }
@@ -64,12 +72,12 @@ fn a_shared_book_asks_for_tags_it_does_not_know() {
 fn an_owed_tag_retires_its_entries_until_the_store_takes_it() {
     let book = TagBook::new(true);
     book.learn("a", 10, false, false);
-    let stamp = book.stamp(&names(&["a"]), book.moves()).unwrap();
+    let stamp = book.stamp(&names(&["a"]), now(&book)).unwrap();
     book.owe("a");
     assert!(!stamp.current());
     assert!(book.has_owed());
     assert_eq!(
-        book.stamp(&names(&["a"]), book.moves()).unwrap_err(),
+        book.stamp(&names(&["a"]), now(&book)).unwrap_err(),
         Refusal::Moved
     );
     // A reset forgets what it knows, not what it owes.
@@ -77,36 +85,41 @@ fn an_owed_tag_retires_its_entries_until_the_store_takes_it() {
     assert_eq!(book.owed(), names(&["a"]));
     book.learn("a", 20, true, true);
     assert!(!book.has_owed());
-    let after = book.stamp(&names(&["a"]), book.moves()).unwrap();
+    let after = book.stamp(&names(&["a"]), now(&book)).unwrap();
     assert_eq!(after.tags(), &[("a".into(), 20)]);
     assert!(!stamp.current(), "recorded 10, the tag is at 20");
 }
 
 #[test]
-fn after_a_reset_every_version_is_asked_again_and_earlier_loads_refused() {
+fn after_a_reset_every_version_is_asked_again() {
     let book = TagBook::new(true);
     book.learn("a", 10, false, false);
-    let began = book.moves();
+    let began = now(&book);
     let stamp = book.stamp(&names(&["a"]), began).unwrap();
     book.reset();
     assert_eq!(book.check(&stamp), Verdict::Unknown(names(&["a"])));
-    assert!(!stamp.current());
-    book.learn("a", 10, false, false);
     assert_eq!(
         book.stamp(&names(&["a"]), began).unwrap_err(),
-        Refusal::Moved
+        Refusal::Unknown(names(&["a"]))
     );
+    assert!(!stamp.current());
+    book.learn("a", 10, false, false);
     assert!(stamp.current(), "the same version, read again");
+    book.learn("a", 12, false, false);
+    assert!(
+        !stamp.current(),
+        "a version missed while the notices were down"
+    );
 }
 
 #[test]
 fn forgotten_records_fence_out_only_the_loads_that_began_before_them() {
     let book = TagBook::new(false);
-    let early = book.moves();
+    let early = now(&book);
     for tag in 0..=PRUNE_ABOVE {
         book.invalidate_here(&format!("t{tag}"));
     }
-    let late = book.moves();
+    let late = now(&book);
     {
         // Old enough to forget: every record, as if the longest entry lifetime passed.
         let mut table = book.table();
@@ -130,4 +143,28 @@ fn forgotten_records_fence_out_only_the_loads_that_began_before_them() {
 fn a_scoped_tag_is_its_own_name() {
     assert_ne!(scoped("prices", "a"), Arc::from("a"));
     assert_ne!(scoped("prices", "a"), scoped("profiles", "a"));
+}
+
+#[test]
+fn a_version_read_after_a_load_began_counts_by_its_time() {
+    let book = TagBook::new(true);
+    let began = now(&book);
+    let micros = |ago: Duration| wall_micros_ago(ago);
+    // Moved long before the load began: the load stores.
+    book.learn("old", micros(Duration::from_secs(60)), false, false);
+    assert!(book.stamp(&names(&["old"]), began).is_ok());
+    // Moved just now, after the load began (or too close to tell): refused.
+    book.learn("new", micros(Duration::ZERO), false, false);
+    assert_eq!(
+        book.stamp(&names(&["new"]), began).unwrap_err(),
+        Refusal::Moved
+    );
+    // A load that began once the book knew it stores.
+    assert!(book.stamp(&names(&["new"]), now(&book)).is_ok());
+    // Its notice arriving after the read changes nothing for loads begun before.
+    book.learn("new", micros(Duration::ZERO) - 5, true, false);
+    assert_eq!(
+        book.stamp(&names(&["new"]), began).unwrap_err(),
+        Refusal::Moved
+    );
 }
