@@ -46,6 +46,8 @@ pub(crate) struct Args {
     pub(crate) cache_errors: Option<Set<CacheErrors>>,
     pub(crate) map_error: Option<Set<Path>>,
     pub(crate) source_version: Option<Set<Expr>>,
+    /// `tags = [...]`: an expression over the keyed arguments, the entry's tags.
+    pub(crate) tags: Option<Set<Expr>>,
     pub(crate) returns: Option<Set<Returning>>,
     pub(crate) mode: Option<Set<LoadMode>>,
     /// `batch(ids)`: the argument whose elements are each an entry of their own.
@@ -59,7 +61,7 @@ const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the ke
 const MAP_ERROR_HELP: &str = "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`";
 
 /// Every option, for the message about an unknown one.
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, returns, mode, batch";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, tags, returns, mode, batch";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -176,6 +178,7 @@ impl Args {
             "source_version" => set(&mut self.source_version, name, cx, |cx| {
                 values::source_version(name, value, cx)
             }),
+            "tags" => set(&mut self.tags, name, cx, |cx| values::tags(name, value, cx)),
             "returns" => set(&mut self.returns, name, cx, |cx| {
                 values::returning(name, &value, cx)
             }),

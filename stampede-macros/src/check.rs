@@ -4,7 +4,7 @@
 //! out only when the function can be expanded.
 use crate::args::{Args, Millis, Set};
 use crate::ctxt::Ctxt;
-use crate::plan::{Cloned, Key, Mode, Param, Plan, Returns};
+use crate::plan::{Cloned, Key, Mode, Param, Plan, Returns, Tags};
 use proc_macro2::Span;
 use syn::ItemFn;
 
@@ -15,6 +15,7 @@ mod key_usage;
 mod mode;
 mod options;
 mod signature;
+mod tags;
 
 /// Every check, in the order its errors are reported.
 pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
@@ -43,6 +44,11 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         cx,
     );
     let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &clone_listed, cx);
+    // Against the key as checked: with an argument unaccounted for, there is none yet.
+    let tags = match &key {
+        Some((key, _)) => tags::check_tags(&args, receiver.as_ref(), &params, key, cx),
+        None => Some(None),
+    };
     let mode = match &args.batch {
         Some(keys) => mode::batch_mode(
             sig,
@@ -63,6 +69,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     };
     let (key, key_span) = key?;
     let batch = batch?;
+    let tags = tags?;
     let checked = Checked {
         fresh: fresh?,
         key,
@@ -74,6 +81,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         params,
         cloned,
         batch,
+        tags,
     };
     Some(plan(args, checked))
 }
@@ -90,6 +98,7 @@ struct Checked {
     params: Vec<Param>,
     cloned: Vec<Cloned>,
     batch: Option<crate::plan::Batch>,
+    tags: Option<Tags>,
 }
 
 fn plan(args: Args, checked: Checked) -> Plan {
@@ -112,6 +121,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         cache_errors: args.cache_errors.map(|s| s.value),
         map_error: args.map_error.map(|s| s.value),
         source_version: args.source_version.map(|s| s.value),
+        tags: checked.tags,
         key: checked.key,
         key_span: checked.key_span,
         key_type: args.key_type.map(|s| s.value),

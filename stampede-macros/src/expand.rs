@@ -14,6 +14,7 @@ mod cache;
 mod call;
 mod handle;
 mod key;
+mod tags;
 mod types;
 
 pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {

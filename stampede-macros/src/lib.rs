@@ -6,7 +6,7 @@
 //!   splits the options, `values.rs` reads each kind of value.
 //! - `check`: what the attribute refuses, as a list of named checks over the options and
 //!   the function, into the checked model (`Plan`); `key_usage.rs` finds which
-//!   arguments a `key = ...` expression uses.
+//!   arguments a `key = ...` (or `tags = ...`) expression uses.
 //! - `expand`: the generated code, from the plan alone.
 //!
 //! Every stage reports into one `Ctxt`, so all mistakes are shown together.
@@ -33,8 +33,8 @@ use proc_macro::TokenStream;
 ///
 /// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
 /// `jitter`, `key`, `key_type`, `skip`, `timeout`, `admission`, `lease`, `name`,
-/// `version`, `capacity`, `local`, `map_error`, `source_version`, `clone`, `trait_impl`,
-/// `batch`;
+/// `version`, `capacity`, `local`, `map_error`, `source_version`, `tags`, `clone`,
+/// `trait_impl`, `batch`;
 /// `docs/attribute.md` has the table with defaults.
 /// Every argument, `self` included, must be in the key or in `skip(...)`.
 #[proc_macro_attribute]

@@ -99,6 +99,13 @@ pub(crate) enum Collection {
     Slice,
 }
 
+/// `tags = [...]`: the entry's tags, computed from its key when it is stored.
+pub(crate) struct Tags {
+    pub(crate) expr: Expr,
+    /// The arguments the expression uses (their indices in `params`), each in the key.
+    pub(crate) uses: Vec<usize>,
+}
+
 /// A checked attribute, ready to expand.
 pub(crate) struct Plan {
     pub(crate) fresh: Millis,
@@ -124,6 +131,7 @@ pub(crate) struct Plan {
     pub(crate) map_error: Option<Path>,
     /// `source_version = f`: a `fn(&V) -> u64` over the cached value.
     pub(crate) source_version: Option<Expr>,
+    pub(crate) tags: Option<Tags>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
     pub(crate) key_span: Option<Span>,

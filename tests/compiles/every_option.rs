@@ -28,6 +28,7 @@ struct Db;
     name = "every-option-profile",
     version = 1,
     capacity = 10_000,
+    tags = [format!("tenant:{}", tenant.0), "every-option".to_owned()],
 )]
 async fn load_profile(tenant: TenantId, user_id: u64, db: &Db) -> Result<Profile, AppError> {
     let _ = (&tenant, db);
@@ -93,6 +94,8 @@ async fn every_option_compiles_and_runs() {
     VERSIONED.invalidate_at(&7, 7).await.unwrap();
     VERSIONED_LOCALLY.invalidate_at(&8, 9).await.unwrap();
     LOAD_PROFILE.invalidate(&(TenantId(1), 2)).await.unwrap();
+    LOAD_PROFILE.invalidate_tag("tenant:1").await.unwrap();
+    stampede::invalidate_tag("every-option").await.unwrap();
     LOAD_PROFILE.invalidate_all().await.unwrap();
     assert_eq!(LOAD_PROFILE.stats().origin_calls, 1);
 }

@@ -78,3 +78,19 @@ fn settings_inside_parentheses_are_read() {
     assert_eq!(kept.ttl.millis, 5_000);
     assert!(kept.keep.is_ident("is_missing"));
 }
+
+#[test]
+fn tags_are_an_expression() {
+    let (args, errors) = parse(r#"tags = [format!("tenant:{tenant}"), "all".to_owned()]"#);
+    assert_eq!(errors, Vec::<String>::new());
+    assert!(matches!(
+        args.tags.map(|s| s.value),
+        Some(syn::Expr::Array(_))
+    ));
+    let (args, errors) = parse("tags(tenant)");
+    assert!(args.tags.is_none());
+    assert_eq!(
+        errors,
+        ["write `tags = [format!(\"tenant:{tenant}\")]`, an expression over the keyed arguments whose items are strings (`impl AsRef<str>`)"]
+    );
+}

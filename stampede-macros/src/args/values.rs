@@ -121,6 +121,20 @@ pub(super) fn source_version(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Op
     }
 }
 
+/// `tags = <expression>`, over the keyed arguments, typed where it is used.
+pub(super) fn tags(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Expr> {
+    match value {
+        RawValue::Expr(expr) => Some(expr),
+        _ => {
+            cx.error(
+                name,
+                "write `tags = [format!(\"tenant:{tenant}\")]`, an expression over the keyed arguments whose items are strings (`impl AsRef<str>`)",
+            );
+            None
+        }
+    }
+}
+
 /// `key_type = Type`.
 pub(super) fn key_type(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Type> {
     match value {

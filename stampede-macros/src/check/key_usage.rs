@@ -1,8 +1,10 @@
 //! Which variables a `key = ...` expression uses, so the key check can tell an argument
-//! left out of the key from one that is in it. Names the expression binds itself (closure
-//! parameters, `let`, `for`, `match` and `if let` patterns) shadow the arguments; nested
-//! items see none of them.
-use std::collections::BTreeSet;
+//! left out of the key from one that is in it (and which a `tags = ...` expression uses,
+//! so the tags check can tell an argument the key holds from one it does not). Names the
+//! expression binds itself (closure parameters, `let`, `for`, `match` and `if let`
+//! patterns) shadow the arguments; nested items see none of them.
+use proc_macro2::Span;
+use std::collections::{BTreeMap, BTreeSet};
 use syn::punctuated::Punctuated;
 use syn::visit::Visit;
 use syn::{Expr, Pat, PatIdent};
@@ -16,6 +18,12 @@ use syn::{Expr, Pat, PatIdent};
 /// is not a field or path segment counts. Macros that only see their tokens as text
 /// (`stringify!`, `concat!`) use nothing.
 pub(super) fn variables_used(expr: &Expr) -> BTreeSet<String> {
+    variables_used_at(expr).into_keys().collect()
+}
+
+/// [`variables_used`], each with the span of its first use (in a format string, the
+/// string's), for an error under it.
+pub(super) fn variables_used_at(expr: &Expr) -> BTreeMap<String, Span> {
     let mut uses = Uses::default();
     uses.visit_expr(expr);
     uses.found
@@ -25,13 +33,14 @@ pub(super) fn variables_used(expr: &Expr) -> BTreeSet<String> {
 struct Uses {
     /// Names bound inside the expression, innermost scope last.
     scopes: Vec<BTreeSet<String>>,
-    found: BTreeSet<String>,
+    /// Each variable used, with the span of its first use.
+    found: BTreeMap<String, Span>,
 }
 
 impl Uses {
-    fn uses(&mut self, name: String) {
+    fn uses(&mut self, name: String, span: Span) {
         if !self.scopes.iter().any(|scope| scope.contains(&name)) {
-            self.found.insert(name);
+            self.found.entry(name).or_insert(span);
         }
     }
 
@@ -80,7 +89,7 @@ impl Uses {
                 Expr::Lit(syn::ExprLit {
                     lit: syn::Lit::Str(literal),
                     ..
-                }) if text.is_none() => text = Some(literal.value()),
+                }) if text.is_none() => text = Some((literal.value(), literal.span())),
                 Expr::Assign(named) => {
                     if let Expr::Path(name) = &*named.left
                         && let Some(name) = name.path.get_ident()
@@ -92,15 +101,15 @@ impl Uses {
                 other => self.visit_expr(other),
             }
         }
-        if let Some(text) = text {
+        if let Some((text, span)) = text {
             self.scopes.push(supplied);
-            self.captures(&text);
+            self.captures(&text, span);
             self.scopes.pop();
         }
     }
 
     /// `{name}` and `{name:…}` in a format string; `{{` is an escaped brace.
-    fn captures(&mut self, text: &str) {
+    fn captures(&mut self, text: &str, span: Span) {
         let mut rest = text;
         while let Some(open) = rest.find('{') {
             rest = &rest[open + 1..];
@@ -113,7 +122,7 @@ impl Uses {
                 .unwrap_or(rest.len());
             let name = &rest[..end];
             if name.starts_with(|c: char| c.is_alphabetic() || c == '_') {
-                self.uses(name.to_owned());
+                self.uses(name.to_owned(), span);
             }
             rest = &rest[end..];
         }
@@ -130,7 +139,7 @@ impl Uses {
                 proc_macro2::TokenTree::Ident(ident) => {
                     let path_head = matches!(tokens.peek(), Some(proc_macro2::TokenTree::Punct(p)) if p.as_char() == ':');
                     if !after_access && !path_head {
-                        self.uses(ident.to_string());
+                        self.uses(ident.to_string(), ident.span());
                     }
                     false
                 }
@@ -153,7 +162,8 @@ impl<'ast> Visit<'ast> for Uses {
             && path.path.segments.len() == 1
             && path.path.segments[0].arguments.is_none();
         if plain {
-            self.uses(path.path.segments[0].ident.to_string());
+            let ident = &path.path.segments[0].ident;
+            self.uses(ident.to_string(), ident.span());
         }
     }
 

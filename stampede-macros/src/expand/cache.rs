@@ -1,5 +1,6 @@
 //! The function's cache: its policy, the `fn` that builds it, and the site by which the
 //! body and the handle constant both find it.
+use super::tags::tags_fn;
 use super::types::{private, trait_imports, Types};
 use crate::plan::{Mode, Plan, Returns};
 use proc_macro2::TokenStream;
@@ -88,14 +89,16 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
     // able to write them; `local` caches never leave memory.
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#asserted.build_claimed(#policy, #failure, claim, source_version))
+            quote!(#asserted.build_claimed(#policy, #failure, claim, source_version, tags))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#asserted.build_shared(#policy, #failure, claim, source_version))
+            quote!(#asserted.build_shared(#policy, #failure, claim, source_version, tags))
         }
-        (Returns::Value(_), true) => quote!(#asserted.build_plain(#policy, claim, source_version)),
+        (Returns::Value(_), true) => {
+            quote!(#asserted.build_plain(#policy, claim, source_version, tags))
+        }
         (Returns::Value(_), false) => {
-            quote!(#asserted.build_shared_plain(#policy, claim, source_version))
+            quote!(#asserted.build_shared_plain(#policy, claim, source_version, tags))
         }
     };
     // Typed where the user wrote it, so a function or closure of another shape is
@@ -129,12 +132,14 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
                 ::core::option::Option::None;
         },
     };
+    let tags = tags_fn(plan, types);
     let uses = trait_imports();
     quote! {
         #[allow(clippy::needless_borrow)]
         fn __stampede_build(claim: &#private::Claim) -> #cache_ty {
             #uses
             #source_version
+            #tags
             #make
         }
     }

@@ -54,7 +54,7 @@ fn handle_doc(plan: &Plan, fn_text: &str) -> String {
         Mode::Inline => "inline with takeover: an argument borrows, so the origin runs in the leading caller and a waiter takes over if that caller goes away",
     };
     format!(
-        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_args((arg, ...)).await`, `insert(&key, value).await`, `invalidate_all().await`, `stats()`.\n\n Leader mode: {mode_doc}."
+        " The cache of [`{fn_text}`]: `invalidate(&key).await`, `invalidate_args((arg, ...)).await`, `insert(&key, value).await`, `invalidate_all().await`, `invalidate_tag(tag).await`, `stats()`.\n\n Leader mode: {mode_doc}."
     )
 }
 

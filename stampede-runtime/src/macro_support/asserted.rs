@@ -106,6 +106,7 @@ pub trait Caches<K, V, E> {
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
 }
 
@@ -124,8 +125,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Caches<K, V, E> for &Asserted<K,
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
-        build::build_claimed_cache(policy, map_error, claim, source_version)
+        build::build_claimed_cache(policy, map_error, claim, source_version, tags)
     }
 }
 
@@ -138,6 +140,7 @@ pub trait SharedCaches<K, V, E> {
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
 }
 
@@ -153,8 +156,9 @@ where
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
-        build::build_shared_cache(policy, map_error, claim, source_version)
+        build::build_shared_cache(policy, map_error, claim, source_version, tags)
     }
 }
 
@@ -166,6 +170,7 @@ pub trait PlainCaches<K, V> {
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error>;
 }
 
@@ -175,8 +180,9 @@ impl<K: CacheKey, V: LocalValue> PlainCaches<K, V> for &Asserted<K, V, Error> {
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error> {
-        build::build_plain_cache(policy, claim, source_version)
+        build::build_plain_cache(policy, claim, source_version, tags)
     }
 }
 
@@ -188,6 +194,7 @@ pub trait SharedPlainCaches<K, V> {
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error>;
 }
 
@@ -197,8 +204,9 @@ impl<K: CacheKey + Serialize, V: CacheValue> SharedPlainCaches<K, V> for &Assert
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error> {
-        build::build_shared_plain_cache(policy, claim, source_version)
+        build::build_shared_plain_cache(policy, claim, source_version, tags)
     }
 }
 
@@ -335,6 +343,7 @@ pub trait Unfit<K, V, E> {
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_shared(
@@ -343,6 +352,7 @@ pub trait Unfit<K, V, E> {
         map_error: fn(Error) -> E,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_plain(
@@ -350,6 +360,7 @@ pub trait Unfit<K, V, E> {
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_shared_plain(
@@ -357,6 +368,7 @@ pub trait Unfit<K, V, E> {
         policy: PolicyBuilder,
         claim: &Claim,
         source_version: Option<fn(&V) -> u64>,
+        tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn lookup(&self, cache: &Cache<K, V, E>, key: &K) -> Lookup<V>;
@@ -417,6 +429,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: fn(Error) -> E,
         _: &Claim,
         _: Option<fn(&V) -> u64>,
+        _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
@@ -426,10 +439,17 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: fn(Error) -> E,
         _: &Claim,
         _: Option<fn(&V) -> u64>,
+        _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
-    fn build_plain(&self, _: PolicyBuilder, _: &Claim, _: Option<fn(&V) -> u64>) -> Cache<K, V, E> {
+    fn build_plain(
+        &self,
+        _: PolicyBuilder,
+        _: &Claim,
+        _: Option<fn(&V) -> u64>,
+        _: Option<fn(&K, &V) -> Vec<String>>,
+    ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
     fn build_shared_plain(
@@ -437,6 +457,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: PolicyBuilder,
         _: &Claim,
         _: Option<fn(&V) -> u64>,
+        _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }

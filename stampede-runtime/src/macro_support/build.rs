@@ -144,12 +144,14 @@ pub fn claimed_name(claim: &Claim) -> Arc<str> {
 /// the policy's name replace the compiled settings, and its admission semaphores gate the
 /// function's origin calls. A configuration that cannot serve the function (an undefined
 /// admission name, an invalid file) fails the function's calls with that error, never a
-/// panic.
+/// panic. `source_version` and `tags` are the attribute's (see
+/// [`CacheBuilder::source_version`] and [`CacheBuilder::tags`]).
 pub fn build_claimed_cache<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
     claim: &Claim,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<fn(&K, &V) -> Vec<String>>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -157,7 +159,7 @@ where
     E: CacheError,
 {
     let policy = claimed(policy, claim);
-    builder(policy, map_error, source_version)
+    builder(policy, map_error, source_version, tags)
         .refuse(claim.taken.clone())
         .build()
 }
@@ -169,6 +171,7 @@ pub fn build_shared_cache<K, V, E>(
     map_error: fn(Error) -> E,
     claim: &Claim,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<fn(&K, &V) -> Vec<String>>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey + Serialize,
@@ -176,7 +179,7 @@ where
     E: CacheError,
 {
     let policy = claimed(policy, claim);
-    builder(policy, map_error, source_version)
+    builder(policy, map_error, source_version, tags)
         .refuse(claim.taken.clone())
         .shared()
         .build()
@@ -196,6 +199,7 @@ fn builder<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<fn(&K, &V) -> Vec<String>>,
 ) -> CacheBuilder<K, V, E>
 where
     K: CacheKey,
@@ -207,8 +211,12 @@ where
         .expect("#[cached] checked these settings at compile time");
     // No explicit runtime: the builder binds the process's.
     let builder = CacheBuilder::new(policy, map_error);
-    match source_version {
+    let builder = match source_version {
         Some(version) => builder.source_version(version),
+        None => builder,
+    };
+    match tags {
+        Some(tags) => builder.tags(tags),
         None => builder,
     }
 }
@@ -220,13 +228,14 @@ pub fn build_plain_cache<K, V>(
     policy: PolicyBuilder,
     claim: &Claim,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<fn(&K, &V) -> Vec<String>>,
 ) -> Cache<K, V, Error>
 where
     K: CacheKey,
     V: LocalValue,
 {
     let policy = claimed(policy, claim);
-    builder(policy, keep_error, source_version)
+    builder(policy, keep_error, source_version, tags)
         .refuse(claim.taken.clone())
         .infallible()
         .build()
@@ -240,16 +249,17 @@ pub fn build_shared_plain_cache<K, V>(
     policy: PolicyBuilder,
     claim: &Claim,
     source_version: Option<fn(&V) -> u64>,
+    tags: Option<fn(&K, &V) -> Vec<String>>,
 ) -> Cache<K, V, Error>
 where
     K: CacheKey + Serialize,
     V: CacheValue,
 {
     if claim.taken.is_some() {
-        return build_plain_cache(policy, claim, source_version);
+        return build_plain_cache(policy, claim, source_version, tags);
     }
     let policy = claimed(policy, claim);
-    builder(policy, keep_error, source_version)
+    builder(policy, keep_error, source_version, tags)
         .infallible()
         .shared()
         .build()
