@@ -56,6 +56,7 @@ impl tracing::Subscriber for Undecided {
 
 mod admission;
 mod attribute;
+mod attribute_tags;
 mod batch;
 mod cluster;
 mod coalescing;
