@@ -41,34 +41,6 @@ pub(crate) fn scoped(cache: &str, tag: &str) -> Arc<str> {
     format!("{cache}{SCOPE}{tag}").into()
 }
 
-/// The tags of a cache's entries, by key and value.
-pub(crate) type TagsOf<K, V> = Arc<dyn Fn(&K, &V, &mut dyn FnMut(&str)) + Send + Sync>;
-
-/// A cache's tags: how an entry's are found, the book that versions them, and the scope
-/// its own invalidations use.
-pub(crate) struct Tagging<K, V> {
-    pub(crate) of: TagsOf<K, V>,
-    pub(crate) book: Arc<TagBook>,
-    pub(crate) scope: Arc<str>,
-    /// Where a tag of this cache alone is moved (none when the runtime would not build).
-    pub(crate) runtime: Option<crate::runtime::Runtime>,
-}
-
-impl<K, V> Tagging<K, V> {
-    /// The names an entry of `key` and `value` is checked under: each of its tags, runtime
-    /// wide and in this cache's scope.
-    pub(crate) fn names(&self, key: &K, value: &V) -> Vec<Arc<str>> {
-        let mut names: Vec<Arc<str>> = Vec::new();
-        (self.of)(key, value, &mut |tag| {
-            names.push(tag.into());
-            names.push(scoped(&self.scope, tag));
-        });
-        names.sort_unstable();
-        names.dedup();
-        names
-    }
-}
-
 /// The versions of one entry's tags when it was stored.
 pub(crate) struct TagStamp {
     tags: Box<[(Arc<str>, u64)]>,

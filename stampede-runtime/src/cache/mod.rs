@@ -46,7 +46,7 @@ use crate::policy::Policy;
 use crate::remote::tier::{Codec, Tier};
 use crate::runtime::Runtime;
 use crate::stats::{Counters, Observed, Stats};
-use crate::tags::{TagBook, Tagging, TagsOf};
+use crate::tags::TagBook;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
@@ -54,6 +54,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
+use tagging::{Tagging, TagsOf};
 
 /// A cache whose misses load through a caller-supplied origin, once per key at a time.
 ///

@@ -7,8 +7,38 @@ use crate::clock::Instant;
 use crate::envelope::Envelope;
 use crate::error::Error;
 use crate::remote::tier::Found;
-use crate::tags::{self, Began, Refusal};
+use crate::runtime::Runtime;
+use crate::tags::{self, Began, Refusal, TagBook};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The tags of a cache's entries, by key and value.
+pub(crate) type TagsOf<K, V> = Arc<dyn Fn(&K, &V, &mut dyn FnMut(&str)) + Send + Sync>;
+
+/// A cache's tags: how an entry's are found, the book that versions them, and the scope
+/// its own invalidations use.
+pub(crate) struct Tagging<K, V> {
+    pub(crate) of: TagsOf<K, V>,
+    pub(crate) book: Arc<TagBook>,
+    pub(crate) scope: Arc<str>,
+    /// Where a tag of this cache alone is moved (none when the runtime would not build).
+    pub(crate) runtime: Option<Runtime>,
+}
+
+impl<K, V> Tagging<K, V> {
+    /// The names an entry of `key` and `value` is checked under: each of its tags, runtime
+    /// wide and in this cache's scope.
+    pub(crate) fn names(&self, key: &K, value: &V) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = Vec::new();
+        (self.of)(key, value, &mut |tag| {
+            names.push(tag.into());
+            names.push(tags::scoped(&self.scope, tag));
+        });
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Retires every entry of this cache tagged `tag` (see [`CacheBuilder::tags`]), here
