@@ -72,6 +72,11 @@ impl<V> Envelope<V> {
         }
     }
 
+    /// Whether no tag of the value moved since it was stored (a value without tags: yes).
+    pub(crate) fn tags_current(&self) -> bool {
+        self.tags.as_ref().is_none_or(|stamp| stamp.current())
+    }
+
     /// How long ago the origin produced the value.
     pub(crate) fn age(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.loaded_at)

@@ -22,15 +22,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Records a book keeps before it looks for ones old enough to forget.
+/// Records a memory book keeps before it looks for ones old enough to forget.
 const PRUNE_ABOVE: usize = 4096;
+/// Records a book of shared-store versions keeps at most: beyond, it forgets the older
+/// half (each is read again when needed).
+const SHARED_RECORDS: usize = 65_536;
+/// How long the shared store keeps a tag's version after its last move, at least. An
+/// entry stored before that move and living longer than this after it could be served
+/// again once the version is gone, so it is long.
+pub(crate) const STORE_KEEP: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// How long a book keeps a tag's record at least: a load that began before the move and
 /// is still running refuses its store (see `floor`), and an entry older than this that
 /// recorded the older version has expired.
 const KEEP_AT_LEAST: Duration = Duration::from_secs(60);
 /// A tag first read from the shared store when a load stores: a move this close before the
-/// load began (by the two clocks involved) may have come after the origin was read, so the
-/// store is refused. Covers the skew between this host's clock and the store's.
+/// load called its origin (by the two clocks involved: the tag's Redis server and the one
+/// the load read, or this host when it read none) may have come after, so the store is
+/// refused. Covers the skew between those clocks.
 pub(crate) const UNKNOWN_MARGIN: Duration = Duration::from_secs(1);
 
 /// Separates a cache's name from a tag scoped to it.
@@ -93,12 +101,13 @@ pub(crate) enum Verdict {
     Unknown(Vec<Arc<str>>),
 }
 
-/// When a load began: the book's count of moves, and this host's clock in Unix
-/// microseconds (for versions read from the store after it began).
+/// When a load began: the book's count of moves, and the time (Unix microseconds) just
+/// before its origin was called: the shared store's clock at its read when it read one,
+/// else this host's. A version first read after the load began is ordered by that time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Began {
     pub(crate) count: u64,
-    pub(crate) wall_micros: u64,
+    pub(crate) micros: u64,
 }
 
 /// Why a load's entry may not be stored.
@@ -108,6 +117,19 @@ pub(crate) enum Refusal {
     Moved,
     /// Tags the book does not know: read their versions from the shared store first.
     Unknown(Vec<Arc<str>>),
+}
+
+/// How the book heard of a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// Read from the store: when it moved is told by the version alone.
+    Read,
+    /// A move, announced now (a notice): loads that began before refuse their store.
+    Moved,
+    /// The store's answer to this replica's own invalidation, owed under this ticket
+    /// (see [`TagBook::owe`]): a move, and the end of that debt unless a later one
+    /// is owed.
+    Paid(u64),
 }
 
 /// The tag versions a runtime knows.
@@ -124,12 +146,18 @@ pub(crate) struct TagBook {
 struct Table {
     known: HashMap<Arc<str>, Known>,
     /// A load that began before this count may have missed a move (the record was
-    /// forgotten, or the notices were lost): it does not store.
+    /// forgotten): it does not store.
     floor: u64,
     /// Records are kept at least this long (the longest entry lifetime of a cache using
     /// the book).
     keep: Duration,
     pruned_at: Option<Instant>,
+    /// How many records are owed to the store.
+    owing: usize,
+    /// The last ticket [`TagBook::owe`] gave.
+    tickets: u64,
+    /// Raised by every reset: a read sent before one is not learned after it.
+    epoch: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -143,9 +171,21 @@ struct Known {
     /// of as a move (0: never): a load that began before cannot tell from the count
     /// whether the move came after it began.
     learned: u64,
-    /// Invalidated here and not yet taken by the shared store: every entry carrying it is
-    /// retired here, and no load stores one, until it is.
-    owed: bool,
+    /// Invalidated here and not yet taken by the store, under this ticket (0: nothing
+    /// owed): every entry carrying it is retired here, and no load stores one, until it is.
+    owed: u64,
+}
+
+impl Known {
+    fn new(version: u64, at: Instant) -> Self {
+        Known {
+            version,
+            moved: 0,
+            at,
+            learned: 0,
+            owed: 0,
+        }
+    }
 }
 
 impl TagBook {
@@ -188,115 +228,135 @@ impl TagBook {
     pub(crate) fn invalidate_here(&self, tag: &str) {
         let mut table = self.table();
         let moved = self.bump();
-        table.known.insert(
-            tag.into(),
-            Known {
-                version: moved,
-                moved,
-                at: Instant::now(),
-                learned: 0,
-                owed: false,
-            },
-        );
+        let known = table
+            .known
+            .entry(tag.into())
+            .or_insert(Known::new(0, Instant::now()));
+        known.version = moved;
+        known.moved = moved;
+        known.at = Instant::now();
         self.prune(&mut table);
     }
 
     /// Retires `tag` here before the shared store has taken its invalidation (or when it
-    /// could not): entries carrying it are not served and no load stores one until
-    /// [`TagBook::learn`] hears the store's new version.
-    pub(crate) fn owe(&self, tag: &str) {
+    /// could not): entries carrying it are not served and no load stores one until the
+    /// store's answer is learned as [`Heard::Paid`] with the ticket this returns, and no
+    /// later invalidation of the tag is owed.
+    pub(crate) fn owe(&self, tag: &str) -> u64 {
         let mut table = self.table();
         let moved = self.bump();
-        let known = table.known.entry(tag.into()).or_insert(Known {
-            version: 0,
-            moved,
-            at: Instant::now(),
-            learned: 0,
-            owed: true,
-        });
+        table.tickets += 1;
+        let ticket = table.tickets;
+        let known = table
+            .known
+            .entry(tag.into())
+            .or_insert(Known::new(0, Instant::now()));
+        let was_owed = known.owed != 0;
         known.moved = moved;
-        known.owed = true;
+        known.owed = ticket;
         known.at = Instant::now();
+        if !was_owed {
+            table.owing += 1;
+        }
+        ticket
     }
 
-    /// A version of `tag` from the shared store. `moved`: it was raised just now (an
-    /// invalidation's answer or notice), so loads that began before refuse their store;
-    /// otherwise it was only read, and only records what was not known. Ends an owed
-    /// retirement when the store took it (`paid`).
-    pub(crate) fn learn(&self, tag: &str, version: u64, moved: bool, paid: bool) {
+    /// The book's reset epoch, for a read of versions to learn only if no reset came
+    /// between (see [`TagBook::learn_read`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.table().epoch
+    }
+
+    /// `version` of `tag`, read from the store by a read that began under `epoch`: not
+    /// learned (`false`) if the book was reset since, as the read may predate a move whose
+    /// notice was missed.
+    pub(crate) fn learn_read(&self, tag: &str, version: u64, epoch: u64) -> bool {
         let mut table = self.table();
+        if table.epoch != epoch {
+            return false;
+        }
+        self.learn_locked(&mut table, tag, version, Heard::Read);
+        true
+    }
+
+    /// A version of `tag` from the shared store, heard as `how`.
+    pub(crate) fn learn(&self, tag: &str, version: u64, how: Heard) {
+        let mut table = self.table();
+        self.learn_locked(&mut table, tag, version, how);
+    }
+
+    fn learn_locked(&self, table: &mut Table, tag: &str, version: u64, how: Heard) {
         let now = Instant::now();
-        match table.known.get_mut(tag) {
-            Some(known) => {
-                let rose = version > known.version;
-                if rose {
-                    known.version = version;
-                    known.at = now;
-                }
-                if rose || paid {
-                    // Entries found current at the older version look again.
-                    let count = self.bump();
-                    if moved {
-                        known.moved = count;
-                    } else {
-                        known.learned = count;
-                    }
-                }
-                if paid {
-                    known.owed = false;
-                }
-            }
+        let known = match table.known.get_mut(tag) {
+            Some(known) => known,
             None => {
+                let mut known = Known::new(version, now);
+                // Counted, so loads that begin from now on are ordered by the count; one
+                // that began before is ordered by the version's time instead.
                 let count = self.bump();
-                let (moved, learned) = if moved { (count, 0) } else { (0, count) };
-                table.known.insert(
-                    tag.into(),
-                    Known {
-                        version,
-                        moved,
-                        at: now,
-                        learned,
-                        owed: false,
-                    },
-                );
+                match how {
+                    Heard::Read => known.learned = count,
+                    Heard::Moved | Heard::Paid(_) => known.moved = count,
+                }
+                table.known.insert(tag.into(), known);
+                self.prune(table);
+                return;
+            }
+        };
+        if version > known.version {
+            known.version = version;
+            known.at = now;
+            // Entries found current at the older version look again.
+            let moved = self.bump();
+            match how {
+                Heard::Read => known.learned = moved,
+                Heard::Moved | Heard::Paid(_) => known.moved = moved,
             }
         }
-        if moved {
-            self.prune(&mut table);
+        if let Heard::Paid(ticket) = how
+            && known.owed == ticket
+        {
+            known.owed = 0;
+            table.owing -= 1;
         }
     }
 
     /// The notices stopped or may have skipped some: every version known is in doubt.
     /// Forgets them (not the owed ones): each is read from the store again before an entry
     /// carrying it is served or stored, and a load that began before a version it reads
-    /// then does not store (see `cache/tagging.rs`), so the notices missed meanwhile cost
+    /// then does not store (see [`TagBook::stamp`]), so the notices missed meanwhile cost
     /// nothing but those reads.
     pub(crate) fn reset(&self) {
         let mut table = self.table();
-        table.known.retain(|_, known| known.owed);
+        table.known.retain(|_, known| known.owed != 0);
+        table.epoch += 1;
         self.bump();
     }
 
     /// Whether any tag invalidation is owed to the shared store.
     pub(crate) fn has_owed(&self) -> bool {
-        self.table().known.values().any(|known| known.owed)
+        self.table().owing > 0
     }
 
-    /// How long the shared store keeps a tag's version after its last move: at least a
-    /// day, and at least the longest an entry of a cache using the book may live.
+    /// How long the shared store keeps a tag's version after its last move: at least
+    /// [`STORE_KEEP`], and at least the longest an entry of a cache using the book may
+    /// live.
     pub(crate) fn keep(&self) -> Duration {
-        self.table().keep.max(Duration::from_secs(24 * 60 * 60))
+        self.table().keep.max(STORE_KEEP)
     }
 
-    /// The tags owed to the shared store.
-    pub(crate) fn owed(&self) -> Vec<Arc<str>> {
+    /// The tags owed to the shared store, with their tickets.
+    pub(crate) fn owed(&self) -> Vec<(Arc<str>, u64)> {
         let table = self.table();
-        let owed = table.known.iter().filter(|(_, known)| known.owed);
-        owed.map(|(tag, _)| tag.clone()).collect()
+        if table.owing == 0 {
+            return Vec::new();
+        }
+        let owed = table.known.iter().filter(|(_, known)| known.owed != 0);
+        owed.map(|(tag, known)| (tag.clone(), known.owed)).collect()
     }
 
-    /// The versions to store an entry of `names` with, for a load that began at the count
-    /// `began`; refused when a tag moved since (or the book cannot tell).
+    /// The versions to store an entry of `names` with, for a load that `began`; refused
+    /// when a tag moved since (or the book cannot tell).
     pub(crate) fn stamp(
         self: &Arc<Self>,
         names: &[Arc<str>],
@@ -311,15 +371,15 @@ impl TagBook {
         let mut unknown = Vec::new();
         for name in names {
             match table.known.get(name) {
-                Some(known) if known.owed || known.moved > began.count => {
+                Some(known) if known.owed != 0 || known.moved > began.count => {
                     return Err(Refusal::Moved)
                 }
                 // Read from the store after the load began: when it moved is known only
                 // by the version, the store's clock (in microseconds) at the move, which
-                // must come before the load began, by a margin for the two clocks.
+                // must come before the origin was called, by a margin for the clocks.
                 Some(known)
                     if known.learned > began.count
-                        && known.version.saturating_add(margin) > began.wall_micros =>
+                        && known.version.saturating_add(margin) > began.micros =>
                 {
                     return Err(Refusal::Moved)
                 }
@@ -347,7 +407,15 @@ impl TagBook {
         let mut unknown = Vec::new();
         for (name, version) in stamp.tags.iter() {
             match table.known.get(name) {
-                Some(known) if known.owed || known.version > *version => return Verdict::Retired,
+                Some(known) if known.owed != 0 || known.version > *version => {
+                    return Verdict::Retired
+                }
+                // The store has no version where the entry recorded one: the tag's key
+                // expired or was lost, and with it any move since; retire rather than
+                // serve unchecked.
+                Some(known) if self.shared && known.version == 0 && *version > 0 => {
+                    return Verdict::Retired
+                }
                 Some(_) => {}
                 None if self.shared => unknown.push(name.clone()),
                 None => {}
@@ -360,28 +428,50 @@ impl TagBook {
         Verdict::Current
     }
 
-    /// Forgets records older than every entry that may have recorded an older version;
-    /// loads that began before a forgotten move refuse their store.
+    /// Forgets records so the book stays bounded; loads that began before a forgotten move
+    /// refuse their store. On the memory backend a record goes once every entry that may
+    /// have recorded an older version has expired; on a shared store any record may go
+    /// (it is read again when needed), the oldest first, once there are too many.
     fn prune(&self, table: &mut Table) {
-        if table.known.len() <= PRUNE_ABOVE {
+        let limit = if self.shared {
+            SHARED_RECORDS
+        } else {
+            PRUNE_ABOVE
+        };
+        if table.known.len() <= limit {
             return;
         }
         let now = Instant::now();
         let keep = table.keep + KEEP_AT_LEAST;
-        if table
-            .pruned_at
-            .is_some_and(|at| now.saturating_duration_since(at) < keep / 4)
-        {
-            return;
-        }
-        table.pruned_at = Some(now);
+        let old_enough = |known: &Known| now.saturating_duration_since(known.at) >= keep;
+        let cutoff = if self.shared {
+            // The newest of the older half.
+            let mut ages: Vec<Instant> = table.known.values().map(|known| known.at).collect();
+            let half = ages.len() / 2;
+            *ages.select_nth_unstable(half).1
+        } else {
+            if table
+                .pruned_at
+                .is_some_and(|at| now.saturating_duration_since(at) < keep / 4)
+            {
+                return;
+            }
+            table.pruned_at = Some(now);
+            now
+        };
+        let shared = self.shared;
         let mut floor = table.floor;
         table.known.retain(|_, known| {
-            let keep_it = known.owed || now.saturating_duration_since(known.at) < keep;
-            if !keep_it {
-                floor = floor.max(known.moved);
+            let forget = known.owed == 0
+                && if shared {
+                    known.at <= cutoff
+                } else {
+                    old_enough(known)
+                };
+            if forget {
+                floor = floor.max(known.moved).max(known.learned);
             }
-            keep_it
+            !forget
         });
         table.floor = floor;
     }

@@ -19,6 +19,7 @@
 //! steps 3 to 7 whatever memory and the store hold.
 use super::leader::{leads, within_leader, Called, CountPanic, Runner};
 use super::remote::Ahead;
+use super::tagging::Written;
 use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
@@ -328,15 +329,28 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 now,
             );
             let envelope = match envelope {
-                Some(envelope) if self.tags.is_some() || self.remote.is_some() => {
+                Some(envelope) if self.tags.of.is_some() || self.remote.is_some() => {
                     let began = (began, timed.asked);
                     let written = self.write(&key, found.as_deref_mut(), envelope, now, began);
-                    Box::pin(written).await
+                    match Box::pin(written).await {
+                        Written::Kept(envelope) => envelope,
+                        Written::TagMoved => {
+                            // A caller may have joined after the tag moved: every waiter
+                            // loads again (the flight is abandoned); this load's own
+                            // caller, which asked before, gets its value.
+                            drop(leader.take());
+                            None
+                        }
+                    }
                 }
                 envelope => envelope,
             };
-            // 7. Memory, under the flight's fences, and every waiter.
-            let answer = self.conclude(leader, answer, envelope, now);
+            // 7. Memory, under the flight's fences, and every waiter. An error met while a
+            // tag moved is not kept (negative caching), as a value would not be stored.
+            let answer = match answer {
+                Err(error) if self.tags_moved_since(began) => self.settle(leader, Err(error), None),
+                answer => self.conclude(leader, answer, envelope, now),
+            };
             if panicked {
                 outcome("panicked");
             }

@@ -287,21 +287,19 @@ where
             _ => None,
         };
         let known_errors = (policy.error_ttl()).map(|ttl| KnownErrors::new(policy.capacity(), ttl));
-        let tags = self.tags.map(|of| {
-            let (book, runtime) = match &runtime {
-                Ok(runtime) => (runtime.tag_book().clone(), Some(runtime.clone())),
-                Err(_) => (TagBook::new(false), None),
-            };
-            if let Some(lifetime) = crate::memory::lifetime(&policy, true) {
-                book.keep_at_least(lifetime);
-            }
-            Tagging {
-                of,
-                book,
-                scope: policy.name().clone(),
-                runtime,
-            }
-        });
+        let (book, tag_runtime) = match &runtime {
+            Ok(runtime) => (runtime.tag_book().clone(), Some(runtime.clone())),
+            Err(_) => (TagBook::new(false), None),
+        };
+        if let (Some(_), Some(lifetime)) = (&self.tags, crate::memory::lifetime(&policy, true)) {
+            book.keep_at_least(lifetime);
+        }
+        let tags = Tagging {
+            of: self.tags,
+            book,
+            scope: policy.name().clone(),
+            runtime: tag_runtime,
+        };
         let inner = Arc::new_cyclic(|me| Inner {
             store: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
             known_errors,
@@ -317,6 +315,7 @@ where
             source_version: self.source_version,
             tags,
             marks: OnceLock::new(),
+            errors_heard: AtomicU64::new(0),
             me: me.clone(),
             batches: Default::default(),
         });
@@ -344,8 +343,11 @@ pub(crate) struct Inner<K, V, E> {
     /// The shared store, for a cache that may go there on a runtime that has one.
     remote: Option<RemoteSide<K, V>>,
     source_version: Option<fn(&V) -> u64>,
-    /// The cache's tags, when it has any (see `tags.rs`).
-    tags: Option<Tagging<K, V>>,
+    /// The cache's tags, if it has any, and where its own tag invalidations go (see
+    /// `tags.rs`).
+    tags: Tagging<K, V>,
+    /// The tag book's count of moves when kept errors were last looked at.
+    errors_heard: AtomicU64,
     /// In memory only (the shared store keeps its own): the highest source version
     /// invalidated per key, kept as long as the shared store keeps its marks. Keyed as
     /// any type: one table type for every cache (see `any_key`).
@@ -489,7 +491,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 
     /// The error negative caching keeps for `key`, if any is still served.
     fn known_error(&self, key: &K) -> Option<E> {
-        let error = self.known_errors.as_ref()?.get(key, self.clock.now())?;
+        let known = self.known_errors.as_ref()?;
+        if self.tags.of.is_some() {
+            // A kept error carries no tags: any tag's move drops them all, as an
+            // invalidation of its key would.
+            let moves = self.tags.book.moves();
+            if self.errors_heard.swap(moves, Ordering::AcqRel) != moves {
+                known.clear();
+            }
+        }
+        let error = known.get(key, self.clock.now())?;
         self.counters.error_hits.bump();
         Some(error)
     }

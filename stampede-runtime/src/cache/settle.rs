@@ -47,6 +47,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             Err(error) => {
                 self.counters.refresh_errors.bump();
                 let last = (self.last_good(key, now)).or_else(|| self.remote_last_good(found, now));
+                // Read before the origin was called: a tag may have moved since.
+                let last = last.filter(Envelope::tags_current);
+                let stand_in = stand_in.filter(Envelope::tags_current);
                 match (last, self.servable(stand_in)) {
                     (Some(last), _) => {
                         outcome("fallback");

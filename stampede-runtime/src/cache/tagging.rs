@@ -9,16 +9,16 @@ use crate::error::Error;
 use crate::remote::tier::Found;
 use crate::runtime::Runtime;
 use crate::tags::{self, Began, Refusal, TagBook};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The tags of a cache's entries, by key and value.
 pub(crate) type TagsOf<K, V> = Arc<dyn Fn(&K, &V, &mut dyn FnMut(&str)) + Send + Sync>;
 
-/// A cache's tags: how an entry's are found, the book that versions them, and the scope
-/// its own invalidations use.
+/// A cache's tags: how an entry's are found (none for a cache without tags), the book
+/// that versions them, and the scope its own invalidations use.
 pub(crate) struct Tagging<K, V> {
-    pub(crate) of: TagsOf<K, V>,
+    pub(crate) of: Option<TagsOf<K, V>>,
     pub(crate) book: Arc<TagBook>,
     pub(crate) scope: Arc<str>,
     /// Where a tag of this cache alone is moved (none when the runtime would not build).
@@ -27,29 +27,45 @@ pub(crate) struct Tagging<K, V> {
 
 impl<K, V> Tagging<K, V> {
     /// The names an entry of `key` and `value` is checked under: each of its tags, runtime
-    /// wide and in this cache's scope.
-    pub(crate) fn names(&self, key: &K, value: &V) -> Vec<Arc<str>> {
+    /// wide and in this cache's scope. `None` when the tags function panicked: the entry
+    /// is not stored (the panic is logged).
+    pub(crate) fn names(&self, key: &K, value: &V) -> Option<Vec<Arc<str>>> {
+        let of = self.of.as_ref()?;
         let mut names: Vec<Arc<str>> = Vec::new();
-        (self.of)(key, value, &mut |tag| {
-            names.push(tag.into());
-            names.push(tags::scoped(&self.scope, tag));
-        });
+        let found = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            of(key, value, &mut |tag| {
+                names.push(tag.into());
+                names.push(tags::scoped(&self.scope, tag));
+            })
+        }));
+        if found.is_err() {
+            tracing::error!(target: "stampede", cache = %self.scope, "the tags function panicked: the value is answered but not stored");
+            return None;
+        }
         names.sort_unstable();
         names.dedup();
-        names
+        Some(names)
     }
+}
+
+/// What step 6's writes came to (see [`Inner::write`]).
+pub(super) enum Written<V> {
+    /// What memory may keep, if anything.
+    Kept(Option<Envelope<V>>),
+    /// A tag of the value moved while the load ran: nothing is stored, and callers who
+    /// joined the load are sent to load again (one may have joined after the move).
+    TagMoved,
 }
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// Retires every entry of this cache tagged `tag` (see [`CacheBuilder::tags`]), here
     /// and on every replica, as [`Runtime::invalidate_tag`](crate::Runtime::invalidate_tag)
-    /// does for every cache of a runtime. A cache without tags has nothing to retire.
+    /// does for every cache of a runtime. Sent even by a cache built without tags, so a
+    /// process that only writes can invalidate what others cached.
     ///
     /// [`CacheBuilder::tags`]: crate::CacheBuilder::tags
     pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
-        let Some(tagging) = &self.inner.tags else {
-            return Ok(());
-        };
+        let tagging = &self.inner.tags;
         let name = tags::scoped(&tagging.scope, tag);
         match &tagging.runtime {
             Some(runtime) => {
@@ -68,12 +84,21 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// The book's count of moves as a load begins (0 for a cache without tags).
     pub(super) fn tags_began(&self) -> u64 {
-        self.tags.as_ref().map_or(0, |tagging| tagging.book.moves())
+        match self.tags.of {
+            Some(_) => self.tags.book.moves(),
+            None => 0,
+        }
+    }
+
+    /// Whether a tag moved since the count `began` (a cache with tags only): an error its
+    /// load ran into is then not kept (negative caching), as a value would not be stored.
+    pub(super) fn tags_moved_since(&self, began: u64) -> bool {
+        self.tags.of.is_some() && self.tags.book.moves() > began
     }
 
     /// Step 6's writes before memory, one future (boxed by the load, which would otherwise
     /// carry both): the versions of the entry's tags (`began`: the book's count when the
-    /// load began, and when), then the shared store under its fence. What memory may keep.
+    /// load began, and when), then the shared store under its fence.
     pub(super) async fn write(
         &self,
         key: &K,
@@ -81,45 +106,47 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         envelope: Envelope<V>,
         now: Instant,
         (began, asked): (u64, Instant),
-    ) -> Option<Envelope<V>> {
-        let envelope = if self.tags.is_some() {
+    ) -> Written<V> {
+        let envelope = if self.tags.of.is_some() {
             let ago = self.clock.precise().saturating_duration_since(asked);
-            self.stamp(key, envelope, began, ago).await?
+            let read_at = found.as_deref().and_then(|found| found.read.as_ref());
+            let micros = match read_at {
+                // The store's clock at the read, which came before the origin call.
+                Some(read) => read.clock.read_ms().saturating_mul(1000),
+                None => tags::wall_micros_ago(ago),
+            };
+            let began = Began {
+                count: began,
+                micros,
+            };
+            match self.stamp(key, envelope, began).await {
+                Some(envelope) => envelope,
+                None => return Written::TagMoved,
+            }
         } else {
             envelope
         };
         if self.remote.is_none() {
-            return Some(envelope);
+            return Written::Kept(Some(envelope));
         }
-        self.write_remote(key, found, envelope, now).await
+        Written::Kept(self.write_remote(key, found, envelope, now).await)
     }
 
     /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`
-    /// when one of them moved since the load began (`began`: the book's count then;
-    /// `ago`: how long ago it began). Then its callers still get the value and nothing
-    /// stores it, as after an invalidation. A re-armed fallback keeps the versions of the
-    /// value it re-arms.
-    pub(super) async fn stamp(
-        &self,
-        key: &K,
-        mut envelope: Envelope<V>,
-        began: u64,
-        ago: Duration,
-    ) -> Option<Envelope<V>> {
-        let Some(tagging) = &self.tags else {
-            return Some(envelope);
-        };
+    /// when one of them moved since the load began (or that cannot be told). Then its
+    /// callers still get the value and nothing stores it, as after an invalidation. A
+    /// re-armed fallback keeps the versions of the value it re-arms.
+    async fn stamp(&self, key: &K, mut envelope: Envelope<V>, began: Began) -> Option<Envelope<V>> {
+        let tagging = &self.tags;
         if envelope.rearmed {
             return Some(envelope);
         }
-        let names = tagging.names(key, &envelope.value);
+        let Some(names) = tagging.names(key, &envelope.value) else {
+            return self.tag_fenced();
+        };
         if names.is_empty() {
             return Some(envelope);
         }
-        let began = Began {
-            count: began,
-            wall_micros: tags::wall_micros_ago(ago),
-        };
         for _ in 0..2 {
             match tagging.book.stamp(&names, began) {
                 Ok(stamp) => {
@@ -128,24 +155,25 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 }
                 Err(Refusal::Moved) => break,
                 Err(Refusal::Unknown(unknown)) => {
+                    // Read from the store (the book then knows when they moved, see
+                    // `TagBook::stamp`); without one to ask now (outside Tokio), or when
+                    // it does not answer, the value is not stored: a version assumed
+                    // could let a retired value pass for current.
                     let remote = tagging
                         .runtime
                         .as_ref()
                         .and_then(|runtime| runtime.remote());
-                    let Some(remote) = remote else {
-                        // No shared store to ask: nothing but this process moves the tag.
-                        for tag in &unknown {
-                            tagging.book.learn(tag, 0, false, false);
-                        }
-                        continue;
-                    };
-                    // The book knows them now, and when they moved (see `TagBook::stamp`).
+                    let Some(remote) = remote else { break };
                     if remote.tag_versions(&unknown).await.is_err() {
                         break;
                     }
                 }
             }
         }
+        self.tag_fenced()
+    }
+
+    fn tag_fenced(&self) -> Option<Envelope<V>> {
         self.counters.tag_fenced.bump();
         outcome("fenced by a tag");
         None

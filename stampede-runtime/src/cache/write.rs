@@ -3,6 +3,7 @@
 //! fences, as every load does.
 use super::leader::{bind, Called};
 use super::load::Purpose;
+use super::tagging::Written;
 use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::envelope::Envelope;
@@ -65,9 +66,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             inner.next_generation(),
             fastrand::f64(),
         );
-        let envelope = inner
+        let envelope = match inner
             .write(&key, found.as_mut(), envelope, now, began)
-            .await;
+            .await
+        {
+            Written::Kept(envelope) => envelope,
+            Written::TagMoved => None,
+        };
         // Nobody joins this load: its answer only completes the flight.
         let _ = inner.settle(Some(leader), answer, envelope);
         fenced

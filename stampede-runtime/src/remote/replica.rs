@@ -102,6 +102,8 @@ impl Remote {
     ) -> Result<Arc<Self>, StoreError> {
         let mut remote = Self::connect(settings)?;
         remote.tags = tags;
+        // Tags invalidated before there was a connection are sent first thing.
+        remote.pending = AtomicBool::new(remote.tags.has_owed());
         let remote = Arc::new(remote);
         let period = settings.breaker_cooldown.min(REPLAY_PERIOD);
         let added = remote.added.clone();
@@ -388,9 +390,8 @@ impl Remote {
     /// Sends what is owed, releases first (replicas wait on them); stops at the first
     /// failure, which leaves the rest for the next round.
     async fn replay(&self) {
-        if self.replay_tags().await.is_err() {
-            return;
-        }
+        // A tag the store did not take is left for the next round; the rest still goes.
+        let _ = self.replay_tags().await;
         let releases: Vec<((String, LeaseToken), Release)> = {
             let owed = self.owed();
             owed.releases

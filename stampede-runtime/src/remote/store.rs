@@ -177,6 +177,11 @@ impl ServerClock {
         Self { server_ms, at }
     }
 
+    /// The server's Unix milliseconds when its clock was read.
+    pub(crate) fn read_ms(&self) -> u64 {
+        self.server_ms
+    }
+
     /// How long ago the server's clock was read.
     pub(crate) fn age(&self) -> std::time::Duration {
         self.at.elapsed()

@@ -56,8 +56,15 @@ impl Runtime {
             book.invalidate_here(name);
             return Ok(());
         }
-        let Some(remote) = self.remote() else {
-            book.invalidate_here(name);
+        // A connection made earlier serves outside Tokio too: its replayer sends the tag.
+        let connected = self
+            .state
+            .remote
+            .get()
+            .and_then(|remote| remote.as_ref().ok());
+        let Some(remote) = self.remote().or(connected) else {
+            // Nowhere to send it yet: retired here, owed until a connection is made.
+            book.owe(name);
             return Err(Error::Backend {
                 cache,
                 message: "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),

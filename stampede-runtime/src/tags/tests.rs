@@ -4,7 +4,7 @@ use super::*;
 fn now(book: &TagBook) -> Began {
     Began {
         count: book.moves(),
-        wall_micros: wall_micros_ago(Duration::ZERO),
+        micros: wall_micros_ago(Duration::ZERO),
     }
 }
 
@@ -51,12 +51,12 @@ fn a_shared_book_asks_for_tags_it_does_not_know() {
         book.stamp(&names(&["a", "b"]), began).unwrap_err(),
         Refusal::Unknown(names(&["a", "b"]))
     );
-    book.learn("a", 10, false, false);
-    book.learn("b", 0, false, false);
+    book.learn("a", 10, Heard::Read);
+    book.learn("b", 0, Heard::Read);
     let stamp = book.stamp(&names(&["a", "b"]), began).unwrap();
     assert_eq!(stamp.tags(), &[("a".into(), 10), ("b".into(), 0)]);
     // A notice of a newer version retires it, and fences out loads begun before.
-    book.learn("a", 11, true, false);
+    book.learn("a", 11, Heard::Moved);
     assert!(!stamp.current());
     assert_eq!(
         book.stamp(&names(&["a"]), began).unwrap_err(),
@@ -64,16 +64,16 @@ fn a_shared_book_asks_for_tags_it_does_not_know() {
     );
     // An older version heard late changes nothing.
     let now = now(&book);
-    book.learn("a", 9, false, false);
+    book.learn("a", 9, Heard::Read);
     assert!(book.stamp(&names(&["a"]), now).is_ok());
 }
 
 #[test]
 fn an_owed_tag_retires_its_entries_until_the_store_takes_it() {
     let book = TagBook::new(true);
-    book.learn("a", 10, false, false);
+    book.learn("a", 10, Heard::Read);
     let stamp = book.stamp(&names(&["a"]), now(&book)).unwrap();
-    book.owe("a");
+    let ticket = book.owe("a");
     assert!(!stamp.current());
     assert!(book.has_owed());
     assert_eq!(
@@ -82,8 +82,8 @@ fn an_owed_tag_retires_its_entries_until_the_store_takes_it() {
     );
     // A reset forgets what it knows, not what it owes.
     book.reset();
-    assert_eq!(book.owed(), names(&["a"]));
-    book.learn("a", 20, true, true);
+    assert_eq!(book.owed(), vec![("a".into(), ticket)]);
+    book.learn("a", 20, Heard::Paid(ticket));
     assert!(!book.has_owed());
     let after = book.stamp(&names(&["a"]), now(&book)).unwrap();
     assert_eq!(after.tags(), &[("a".into(), 20)]);
@@ -93,7 +93,7 @@ fn an_owed_tag_retires_its_entries_until_the_store_takes_it() {
 #[test]
 fn after_a_reset_every_version_is_asked_again() {
     let book = TagBook::new(true);
-    book.learn("a", 10, false, false);
+    book.learn("a", 10, Heard::Read);
     let began = now(&book);
     let stamp = book.stamp(&names(&["a"]), began).unwrap();
     book.reset();
@@ -103,9 +103,9 @@ fn after_a_reset_every_version_is_asked_again() {
         Refusal::Unknown(names(&["a"]))
     );
     assert!(!stamp.current());
-    book.learn("a", 10, false, false);
+    book.learn("a", 10, Heard::Read);
     assert!(stamp.current(), "the same version, read again");
-    book.learn("a", 12, false, false);
+    book.learn("a", 12, Heard::Read);
     assert!(
         !stamp.current(),
         "a version missed while the notices were down"
@@ -151,10 +151,10 @@ fn a_version_read_after_a_load_began_counts_by_its_time() {
     let began = now(&book);
     let micros = |ago: Duration| wall_micros_ago(ago);
     // Moved long before the load began: the load stores.
-    book.learn("old", micros(Duration::from_secs(60)), false, false);
+    book.learn("old", micros(Duration::from_secs(60)), Heard::Read);
     assert!(book.stamp(&names(&["old"]), began).is_ok());
     // Moved just now, after the load began (or too close to tell): refused.
-    book.learn("new", micros(Duration::ZERO), false, false);
+    book.learn("new", micros(Duration::ZERO), Heard::Read);
     assert_eq!(
         book.stamp(&names(&["new"]), began).unwrap_err(),
         Refusal::Moved
@@ -162,9 +162,58 @@ fn a_version_read_after_a_load_began_counts_by_its_time() {
     // A load that began once the book knew it stores.
     assert!(book.stamp(&names(&["new"]), now(&book)).is_ok());
     // Its notice arriving after the read changes nothing for loads begun before.
-    book.learn("new", micros(Duration::ZERO) - 5, true, false);
+    book.learn("new", micros(Duration::ZERO) - 5, Heard::Moved);
     assert_eq!(
         book.stamp(&names(&["new"]), began).unwrap_err(),
+        Refusal::Moved
+    );
+}
+
+#[test]
+fn a_later_invalidation_stays_owed_when_an_earlier_one_is_answered() {
+    let book = TagBook::new(true);
+    let first = book.owe("a");
+    let second = book.owe("a");
+    book.learn("a", 10, Heard::Paid(first));
+    assert!(book.has_owed(), "the second was not taken yet");
+    assert_eq!(book.owed(), vec![("a".into(), second)]);
+    book.learn("a", 11, Heard::Paid(second));
+    assert!(!book.has_owed());
+}
+
+#[test]
+fn a_read_sent_before_a_reset_is_not_learned_after_it() {
+    let book = TagBook::new(true);
+    let epoch = book.epoch();
+    book.reset();
+    assert!(!book.learn_read("a", 10, epoch));
+    assert!(book.learn_read("a", 10, book.epoch()));
+}
+
+#[test]
+fn a_version_gone_from_the_store_retires_entries_that_recorded_one() {
+    let book = TagBook::new(true);
+    book.learn("a", 10, Heard::Read);
+    let stamp = book.stamp(&names(&["a"]), now(&book)).unwrap();
+    book.reset();
+    book.learn("a", 0, Heard::Read);
+    assert_eq!(book.check(&stamp), Verdict::Retired);
+}
+
+#[test]
+fn a_shared_book_forgets_its_oldest_records_beyond_its_bound() {
+    let book = TagBook::new(true);
+    let early = now(&book);
+    for tag in 0..=SHARED_RECORDS {
+        book.learn(&format!("t{tag}"), 1, Heard::Moved);
+    }
+    assert!(
+        book.len() <= SHARED_RECORDS / 2 + 2,
+        "{} records",
+        book.len()
+    );
+    assert_eq!(
+        book.stamp(&names(&["t0"]), early).unwrap_err(),
         Refusal::Moved
     );
 }

@@ -7,6 +7,9 @@ use crate::remote::store::StoreError;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Versions are exact in the scripts' numbers (doubles) below this.
+const EXACT: u64 = 1 << 53;
+
 impl Client {
     pub(super) async fn invalidate_tag(
         &self,
@@ -51,9 +54,19 @@ impl Client {
                     async move { get.query_async(&mut connection).await }
                 })
                 .await?;
-            // Anything but a version (an operator's write) reads as the highest: entries
-            // carrying the tag are retired rather than served unchecked.
-            Ok(held.map_or(0, |text| text.parse().unwrap_or(u64::MAX)))
+            // Anything but a version the script could have written (an operator's write)
+            // is an error: entries carrying the tag are retired rather than served
+            // unchecked, and the next invalidation writes over it.
+            match held {
+                None => Ok(0),
+                Some(text) => text
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&v| v < EXACT)
+                    .ok_or_else(|| {
+                        StoreError::Backend(format!("{key} holds {text:?}, not a tag version"))
+                    }),
+            }
         });
         futures_util::future::try_join_all(reads).await
     }

@@ -2,25 +2,31 @@
 //! runtime's tag book current (see `tags.rs` for what a tag's version means).
 use super::Remote;
 use crate::remote::store::{NoticeKind, StoreError, StoreEvent};
-use crate::tags::TagBook;
+use crate::tags::{Heard, TagBook};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 impl Remote {
     /// Moves `tag` for every replica: retired here at once, then its version raised in
-    /// the store, which tells every replica. When the store does not take it, it stays
-    /// retired here and is owed: sent again until the store takes it.
+    /// the store, which tells every replica. Owed from the start, so a call that is
+    /// dropped midway, or that the store does not take, is sent again until the store
+    /// takes it; meanwhile the tag stays retired here.
     pub(crate) async fn invalidate_tag(&self, tag: &str) -> Result<(), StoreError> {
-        self.tags.owe(tag);
+        let ticket = self.tags.owe(tag);
+        self.pending.store(true, Ordering::Release);
+        // Outside Tokio the store's calls cannot run here: the replayer sends it.
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.added.notify_one();
+            return Err(StoreError::Unavailable);
+        }
         match self.store.invalidate_tag(tag, self.tags.keep()).await {
             Ok(version) => {
-                self.tags.learn(tag, version, true, true);
+                self.tags.learn(tag, version, Heard::Paid(ticket));
                 Ok(())
             }
             Err(error) => {
-                let owed = self.owed();
-                self.still_pending(&owed);
                 self.added.notify_one();
                 Err(error)
             }
@@ -28,22 +34,32 @@ impl Remote {
     }
 
     /// The store's versions of `tags` (0 for a tag never invalidated), which the book
-    /// then knows.
+    /// then knows; an error also when the book was reset while they were read (the read
+    /// may predate a move whose notice was missed).
     pub(crate) async fn tag_versions(&self, tags: &[Arc<str>]) -> Result<Vec<u64>, StoreError> {
+        let epoch = self.tags.epoch();
         let versions = self.store.tag_versions(tags).await?;
         for (tag, version) in tags.iter().zip(&versions) {
-            self.tags.learn(tag, *version, false, false);
+            if !self.tags.learn_read(tag, *version, epoch) {
+                return Err(StoreError::Backend(
+                    "the notice subscription changed while tags were read".into(),
+                ));
+            }
         }
         Ok(versions)
     }
 
-    /// Sends the tag invalidations owed; stops at the first the store does not take.
+    /// Sends the tag invalidations owed, each under the ticket it is owed with; one the
+    /// store does not take is left for the next round, and the others still go.
     pub(super) async fn replay_tags(&self) -> Result<(), StoreError> {
-        for tag in self.tags.owed() {
-            let version = self.store.invalidate_tag(&tag, self.tags.keep()).await?;
-            self.tags.learn(&tag, version, true, true);
+        let mut failed = None;
+        for (tag, ticket) in self.tags.owed() {
+            match self.store.invalidate_tag(&tag, self.tags.keep()).await {
+                Ok(version) => self.tags.learn(&tag, version, Heard::Paid(ticket)),
+                Err(error) => failed = Some(error),
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 }
 
@@ -54,7 +70,7 @@ pub(super) async fn keep_versions(book: Arc<TagBook>, mut events: broadcast::Rec
     loop {
         match events.recv().await {
             Ok(StoreEvent::Notice(notice)) if notice.kind == NoticeKind::Tag => {
-                book.learn(&notice.key, notice.fence, true, false);
+                book.learn(&notice.key, notice.fence, Heard::Moved);
             }
             Ok(StoreEvent::Notice(_)) => {}
             Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed(_))
