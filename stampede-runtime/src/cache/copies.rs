@@ -4,7 +4,10 @@ use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
+use crate::memory::MemoryStore;
+use crate::policy::Policy;
 use crate::remote::tier::{Found, Tier};
+use std::sync::Weak;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// What memory keeps of a value on this cache's backend: everything on the memory
@@ -74,4 +77,23 @@ pub(super) enum Standing {
     Own,
     /// The store could not be read or did not answer: an invalidation may not reach it.
     Unheard,
+}
+
+/// A cache's memory. On a shared backend, memory tells the cache's side of the store of
+/// each copy it lets go of, so the notices' bookkeeping holds every copy memory does.
+pub(super) fn memory_store<K: CacheKey, V: LocalValue, E: CacheError>(
+    policy: &Policy,
+    real_time: bool,
+    shared: bool,
+    cache: &Weak<Inner<K, V, E>>,
+) -> MemoryStore<K, V> {
+    if !shared {
+        return MemoryStore::new(policy, real_time);
+    }
+    let cache = cache.clone();
+    MemoryStore::with_dropped(policy, real_time, move |key, generation| {
+        if let Some(tier) = cache.upgrade().as_deref().and_then(Inner::connected_tier) {
+            tier.dropped(key, generation);
+        }
+    })
 }

@@ -19,6 +19,7 @@
 mod batch;
 mod blocking;
 mod copies;
+use copies::memory_store;
 mod leader;
 mod load;
 mod lookup;
@@ -144,45 +145,6 @@ where
     /// ```
     pub fn source_version(mut self, version: fn(&V) -> u64) -> Self {
         self.source_version = Some(version);
-        self
-    }
-
-    /// Tags each stored entry by its key and value, so one
-    /// [`Runtime::invalidate_tag`] (every cache of the runtime) or
-    /// [`Cache::invalidate_tag`] (this cache) retires every entry carrying the tag, on
-    /// every replica, without a scan. An entry with no tags is never retired by one.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use stampede_runtime::{Cache, Policy};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let policy = Policy::builder("profiles").fresh(Duration::from_secs(60)).build().unwrap();
-    /// // Keyed by (tenant, user).
-    /// let profiles: Cache<(u64, u64), String> = Cache::builder(policy)
-    ///     .tags(|&(tenant, _): &(u64, u64), _profile: &String| [format!("tenant:{tenant}")])
-    ///     .build();
-    /// profiles.load((7, 1), || async { Ok("ada".to_owned()) }).await.unwrap();
-    /// profiles.load((8, 1), || async { Ok("bob".to_owned()) }).await.unwrap();
-    /// profiles.invalidate_tag("tenant:7").await.unwrap();
-    /// assert_eq!(profiles.peek(&(7, 1)), None);
-    /// assert_eq!(profiles.peek(&(8, 1)), Some("bob".to_owned()));
-    /// # }
-    /// ```
-    pub fn tags<F, I>(mut self, tags: F) -> Self
-    where
-        F: Fn(&K, &V) -> I + Send + Sync + 'static,
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        self.tags = Some(Arc::new(
-            move |key: &K, value: &V, each: &mut dyn FnMut(&str)| {
-                for tag in tags(key, value) {
-                    each(tag.as_ref());
-                }
-            },
-        ));
         self
     }
 
@@ -464,25 +426,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
 
 /// The leader of one load of a cache, its flight carrying the load's answer.
 pub(crate) type LoadLeader<K, V, E> = Leader<K, Result<V, E>>;
-
-/// A cache's memory. On a shared backend, memory tells the cache's side of the store of
-/// each copy it lets go of, so the notices' bookkeeping holds every copy memory does.
-fn memory_store<K: CacheKey, V: LocalValue, E: CacheError>(
-    policy: &Policy,
-    real_time: bool,
-    shared: bool,
-    cache: &Weak<Inner<K, V, E>>,
-) -> MemoryStore<K, V> {
-    if !shared {
-        return MemoryStore::new(policy, real_time);
-    }
-    let cache = cache.clone();
-    MemoryStore::with_dropped(policy, real_time, move |key, generation| {
-        if let Some(tier) = cache.upgrade().as_deref().and_then(Inner::connected_tier) {
-            tier.dropped(key, generation);
-        }
-    })
-}
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     fn fail(&self, error: Error) -> E {

@@ -1,7 +1,7 @@
 //! A cache's part in tags (see `tags.rs`): the versions a loaded entry is stored with, and
 //! invalidating a tag of this cache alone.
 use super::load::outcome;
-use super::{Cache, Inner};
+use super::{Cache, CacheBuilder, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::remote::tier::Found;
 use crate::runtime::Runtime;
 use crate::tags::{self, Began, Refusal, TagBook};
+use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -55,6 +56,52 @@ pub(super) enum Written<V> {
     /// A tag of the value moved while the load ran: nothing is stored, and callers who
     /// joined the load are sent to load again (one may have joined after the move).
     TagMoved,
+}
+
+impl<K, V, E> CacheBuilder<K, V, E>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+    E: Clone + Send + Sync + 'static,
+{
+    /// Tags each stored entry by its key and value, so one
+    /// [`Runtime::invalidate_tag`] (every cache of the runtime) or
+    /// [`Cache::invalidate_tag`] (this cache) retires every entry carrying the tag, on
+    /// every replica, without a scan. An entry with no tags is never retired by one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Policy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let policy = Policy::builder("profiles").fresh(Duration::from_secs(60)).build().unwrap();
+    /// // Keyed by (tenant, user).
+    /// let profiles: Cache<(u64, u64), String> = Cache::builder(policy)
+    ///     .tags(|&(tenant, _): &(u64, u64), _profile: &String| [format!("tenant:{tenant}")])
+    ///     .build();
+    /// profiles.load((7, 1), || async { Ok("ada".to_owned()) }).await.unwrap();
+    /// profiles.load((8, 1), || async { Ok("bob".to_owned()) }).await.unwrap();
+    /// profiles.invalidate_tag("tenant:7").await.unwrap();
+    /// assert_eq!(profiles.peek(&(7, 1)), None);
+    /// assert_eq!(profiles.peek(&(8, 1)), Some("bob".to_owned()));
+    /// # }
+    /// ```
+    pub fn tags<F, I>(mut self, tags: F) -> Self
+    where
+        F: Fn(&K, &V) -> I + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.tags = Some(Arc::new(
+            move |key: &K, value: &V, each: &mut dyn FnMut(&str)| {
+                for tag in tags(key, value) {
+                    each(tag.as_ref());
+                }
+            },
+        ));
+        self
+    }
 }
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {

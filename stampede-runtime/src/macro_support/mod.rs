@@ -6,9 +6,11 @@
 //! - `asserted`: the calls made once the attribute has asserted its key, value and error
 //!   types, so a type that does not fit is reported once, under the token at fault.
 //! - `guards`: the assertions themselves, each with its own compile error.
+//! - `onward`: what a call goes on to when its lookup did not answer it.
 mod asserted;
 mod build;
 mod guards;
+mod onward;
 
 // The traits a compile error names are exported too, so the error names them by this short
 // path (`stampede::__private::StorableValue`) rather than by their module's.
@@ -18,9 +20,7 @@ pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, Shareabl
 pub use crate::handle::{Claim, ExpressionKey, Handle, LeaderMode};
 pub use crate::per_call::{single, take_call_mode, CallMode};
 pub use crate::policy::Policy;
-pub use asserted::{
-    Asserted, Caches, Calls, Onward, PlainCaches, SharedCaches, SharedPlainCaches, Unfit,
-};
+pub use asserted::{Asserted, Caches, Calls, PlainCaches, SharedCaches, SharedPlainCaches, Unfit};
 pub use build::{
     assert_key, assert_local_value, assert_plain_value, claimed_name, handle, origin_answer,
     origin_failed, type_id_of_val, Fallible, Instances, PlainValue, Probe, ProbeValue,
@@ -31,3 +31,4 @@ pub use guards::{
     CarriesCacheFailures, CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound,
     StorableValue,
 };
+pub use onward::Onward;

@@ -28,20 +28,17 @@
 mod deadlines;
 mod found;
 
-use deadlines::{to_memory, to_wire};
+use deadlines::to_wire;
 
 pub(crate) use found::{Codec, Found, Wrote};
 
 use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
-use super::store::{
-    Lease, LeaseFor, LeaseRequest, Notice, NoticeKind, Published, Read, StoreError, Wake,
-};
+use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, StoreError, Wake};
 use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
-use crate::tags::{TagStamp, Verdict};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -355,39 +352,8 @@ where
             }
         };
         watching.saw(read.fence);
-        let (mut envelope, mut too_large) = self.decode(&entry, &read, now, generation);
-        let mut retired = false;
-        if let Some(tagged) = envelope.take_if(|envelope| envelope.tags.is_some()) {
-            envelope = self.unless_retired(tagged).await;
-            retired = envelope.is_none();
-        }
-        // A value its tags retired is a miss: for the fleet to load it once, the lease is
-        // taken as a refresh takes it (the retired value still stands there).
-        let mut read = read;
-        if let (
-            true,
-            Lease::NotTaken,
-            Some(
-                request @ LeaseRequest {
-                    purpose: LeaseFor::Miss,
-                    ..
-                },
-            ),
-        ) = (retired, read.lease, lease)
-        {
-            let again = LeaseRequest {
-                purpose: LeaseFor::Refresh,
-                ..request
-            };
-            if let Ok(reread) = self.remote.read(&entry, Some(again)).await {
-                watching.saw(reread.fence);
-                (envelope, too_large) = self.decode(&entry, &reread, now, generation);
-                if let Some(tagged) = envelope.take_if(|envelope| envelope.tags.is_some()) {
-                    envelope = self.unless_retired(tagged).await;
-                }
-                read = reread;
-            }
-        }
+        let (read, envelope, too_large) =
+            (self.current(&entry, read, lease, now, generation, &watching)).await;
         let lease = match (read.lease, lease) {
             (Lease::Granted { .. }, Some(request)) => Some(HeldLease::new(
                 self.remote.clone(),
@@ -405,52 +371,6 @@ where
             watching,
             refresh: false,
         }
-    }
-
-    /// What `read` holds, as a memory envelope (its tags not yet checked), and whether it
-    /// says the value is too large to share.
-    fn decode(
-        &self,
-        entry: &EntryKey,
-        read: &Read,
-        now: Instant,
-        generation: u64,
-    ) -> (Option<Envelope<V>>, bool) {
-        let Some(bytes) = read.envelope.as_deref() else {
-            return (None, false);
-        };
-        match (self.codec.decode)(&self.remote.wire, bytes) {
-            Ok((header, tags, value)) => {
-                let mut envelope = to_memory(&header, value, read.clock.now_ms(), now, generation);
-                if !tags.is_empty() {
-                    envelope.tags = Some(TagStamp::recorded(&self.remote.tags, tags));
-                }
-                (Some(envelope), false)
-            }
-            Err(WireError::TooLargeToShare { stale_until_ms }) => {
-                (None, stale_until_ms > read.clock.now_ms())
-            }
-            Err(error) => {
-                tracing::warn!(target: "stampede", key = %entry, %error, "unusable envelope in the shared store, treated as a miss");
-                self.remote.store().count_decode_failure();
-                (None, false)
-            }
-        }
-    }
-
-    /// `envelope` unless one of its tags moved past the version it recorded; tags this
-    /// replica does not know are read from the store first (one that cannot be read
-    /// retires the value here: it is loaded instead of served unchecked).
-    async fn unless_retired(&self, envelope: Envelope<V>) -> Option<Envelope<V>> {
-        let stamp = envelope.tags.clone()?;
-        for _ in 0..2 {
-            match self.remote.tags.check(&stamp) {
-                Verdict::Current => return Some(envelope),
-                Verdict::Retired => return None,
-                Verdict::Unknown(tags) => self.remote.tag_versions(&tags).await.ok()?,
-            };
-        }
-        None
     }
 
     /// Publishes `envelope` under the fence `found`'s read returned (the lease's, when the

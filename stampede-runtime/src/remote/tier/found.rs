@@ -1,12 +1,16 @@
 //! What one cache's side of the shared store works with: the serde codec its types allow
-//! ([`Codec`]), what a read found ([`Found`]) and what became of a publish ([`Wrote`]).
+//! ([`Codec`]), what a read found ([`Found`]: the bytes decoded, and retired when one of
+//! their tags moved) and what became of a publish ([`Wrote`]).
 use super::super::keys::{EntryKey, KeyError};
 use super::super::lease::HeldLease;
-use super::super::store::{Holder, Lease, Read};
+use super::super::store::{Holder, Lease, LeaseFor, LeaseRequest, Read};
 use super::super::wire::TagVersion;
 use super::super::wire::{Decoded, Header, Wire, WireError};
-use super::Loading;
+use super::deadlines::to_memory;
+use super::{Loading, Tier};
+use crate::clock::Instant;
 use crate::envelope::Envelope;
+use crate::tags::{TagStamp, Verdict};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -90,4 +94,90 @@ pub(crate) enum Wrote {
     Unconfirmed,
     /// Too large to share: other replicas were told to load it themselves.
     TooLarge,
+}
+
+impl<K, V> Tier<K, V> {
+    /// What `read` found, as a memory envelope, unless its tags retired it (and whether
+    /// it says the value is too large to share). A value its tags retired is a miss: for
+    /// the fleet to load it once, the lease is taken as a refresh takes it (the retired
+    /// value still stands there), with a read that then stands for the first.
+    pub(super) async fn current(
+        &self,
+        entry: &EntryKey,
+        read: Read,
+        lease: Option<LeaseRequest>,
+        now: Instant,
+        generation: u64,
+        watching: &Loading<K, V>,
+    ) -> (Read, Option<Envelope<V>>, bool) {
+        let (mut envelope, too_large) = self.decode(entry, &read, now, generation);
+        let Some(tagged) = envelope.take_if(|envelope| envelope.tags.is_some()) else {
+            return (read, envelope, too_large);
+        };
+        if let Some(current) = self.unless_retired(tagged).await {
+            return (read, Some(current), too_large);
+        }
+        let again = match (read.lease, lease) {
+            (Lease::NotTaken, Some(request)) if request.purpose == LeaseFor::Miss => LeaseRequest {
+                purpose: LeaseFor::Refresh,
+                ..request
+            },
+            _ => return (read, None, too_large),
+        };
+        let Ok(reread) = self.remote.read(entry, Some(again)).await else {
+            return (read, None, too_large);
+        };
+        watching.saw(reread.fence);
+        let (mut envelope, too_large) = self.decode(entry, &reread, now, generation);
+        if let Some(tagged) = envelope.take_if(|envelope| envelope.tags.is_some()) {
+            envelope = self.unless_retired(tagged).await;
+        }
+        (reread, envelope, too_large)
+    }
+
+    /// What `read` holds, as a memory envelope (its tags not yet checked), and whether it
+    /// says the value is too large to share.
+    pub(super) fn decode(
+        &self,
+        entry: &EntryKey,
+        read: &Read,
+        now: Instant,
+        generation: u64,
+    ) -> (Option<Envelope<V>>, bool) {
+        let Some(bytes) = read.envelope.as_deref() else {
+            return (None, false);
+        };
+        match (self.codec.decode)(&self.remote.wire, bytes) {
+            Ok((header, tags, value)) => {
+                let mut envelope = to_memory(&header, value, read.clock.now_ms(), now, generation);
+                if !tags.is_empty() {
+                    envelope.tags = Some(TagStamp::recorded(&self.remote.tags, tags));
+                }
+                (Some(envelope), false)
+            }
+            Err(WireError::TooLargeToShare { stale_until_ms }) => {
+                (None, stale_until_ms > read.clock.now_ms())
+            }
+            Err(error) => {
+                tracing::warn!(target: "stampede", key = %entry, %error, "unusable envelope in the shared store, treated as a miss");
+                self.remote.store().count_decode_failure();
+                (None, false)
+            }
+        }
+    }
+
+    /// `envelope` unless one of its tags moved past the version it recorded; tags this
+    /// replica does not know are read from the store first (one that cannot be read
+    /// retires the value here: it is loaded instead of served unchecked).
+    pub(super) async fn unless_retired(&self, envelope: Envelope<V>) -> Option<Envelope<V>> {
+        let stamp = envelope.tags.clone()?;
+        for _ in 0..2 {
+            match self.remote.tags.check(&stamp) {
+                Verdict::Current => return Some(envelope),
+                Verdict::Retired => return None,
+                Verdict::Unknown(tags) => self.remote.tag_versions(&tags).await.ok()?,
+            };
+        }
+        None
+    }
 }
