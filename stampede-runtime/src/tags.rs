@@ -140,6 +140,8 @@ pub(crate) struct TagBook {
     table: Mutex<Table>,
     /// Versions come from a shared store: a tag not in the table is unknown, not unmoved.
     shared: bool,
+    /// The subscription epoch of the last reset (0: none since the book was made).
+    hearing: AtomicU64,
 }
 
 #[derive(Default)]
@@ -197,6 +199,7 @@ impl TagBook {
                 ..Table::default()
             }),
             shared,
+            hearing: AtomicU64::new(0),
         })
     }
 
@@ -259,6 +262,18 @@ impl TagBook {
             table.owing += 1;
         }
         ticket
+    }
+
+    /// The notice subscription's epoch (see `RemoteStore::hearing`) the book was last
+    /// reset for: versions read once it is the store's current one are heard of again.
+    pub(crate) fn hearing(&self) -> u64 {
+        self.hearing.load(Ordering::Acquire)
+    }
+
+    /// Forgets every version known, as [`TagBook::reset`], for the subscription `epoch`.
+    pub(crate) fn reset_for(&self, epoch: u64) {
+        self.reset();
+        self.hearing.store(epoch, Ordering::Release);
     }
 
     /// The book's reset epoch, for a read of versions to learn only if no reset came

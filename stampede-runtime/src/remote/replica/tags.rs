@@ -1,9 +1,13 @@
 //! A replica's tag invalidations on the shared store, and the notices that keep the
 //! runtime's tag book current (see `tags.rs` for what a tag's version means).
 use super::Remote;
-use crate::remote::store::{NoticeKind, StoreError, StoreEvent};
+use crate::remote::store::{BreakerState, NoticeKind, StoreError, StoreEvent};
 use crate::tags::{Heard, TagBook};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How long a read of tag versions waits for notices to flow, at most.
+const HEARING_WAIT: Duration = Duration::from_secs(1);
 use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -37,6 +41,7 @@ impl Remote {
     /// then knows; an error also when the book was reset while they were read (the read
     /// may predate a move whose notice was missed).
     pub(crate) async fn tag_versions(&self, tags: &[Arc<str>]) -> Result<Vec<u64>, StoreError> {
+        self.hearing_tags().await;
         let epoch = self.tags.epoch();
         let versions = self.store.tag_versions(tags).await?;
         for (tag, version) in tags.iter().zip(&versions) {
@@ -47,6 +52,25 @@ impl Remote {
             }
         }
         Ok(versions)
+    }
+
+    /// At start-up, waits (briefly: as long as a connection may take) until notices flow
+    /// and the book has been reset for them. A version read before would be forgotten by
+    /// that reset, and a load that read it would store nothing: a replica's first loads
+    /// would not be shared. Later (a subscription lost and back) nothing waits: the loads
+    /// of that moment are not stored, and Redis is likely unreachable anyway.
+    async fn hearing_tags(&self) {
+        let deadline = tokio::time::Instant::now() + HEARING_WAIT;
+        loop {
+            // Subscribed once, or Redis failing (its read will fail too): no wait.
+            if self.tags.hearing() != 0 || self.store.stats().breaker != BreakerState::Closed {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Sends the tag invalidations owed, each under the ticket it is owed with; one the
@@ -73,8 +97,8 @@ pub(super) async fn keep_versions(book: Arc<TagBook>, mut events: broadcast::Rec
                 book.learn(&notice.key, notice.fence, Heard::Moved);
             }
             Ok(StoreEvent::Notice(_)) => {}
-            Ok(StoreEvent::SubscriptionLost | StoreEvent::Subscribed(_))
-            | Err(RecvError::Lagged(_)) => book.reset(),
+            Ok(StoreEvent::Subscribed(epoch)) => book.reset_for(epoch),
+            Ok(StoreEvent::SubscriptionLost) | Err(RecvError::Lagged(_)) => book.reset(),
             Err(RecvError::Closed) => return,
         }
     }
