@@ -502,3 +502,85 @@ async fn a_tag_reaches_entries_on_every_shard_of_a_cluster() {
         "every entry, on every shard, loaded again once"
     );
 }
+
+/// Many callers read while a writer changes the source and invalidates its tag, over and
+/// over: no call that starts after an invalidation returned gets a value read before it.
+/// The source's version only grows; the writer publishes the version it wrote once its
+/// `invalidate_tag` returned, and each reader asserts its answer is at least the version
+/// published when its call started.
+async fn no_call_after_a_tag_moved_gets_an_older_value(runtime: Runtime) {
+    use std::sync::atomic::AtomicU64;
+    const READERS: usize = 8;
+    const WRITES: u64 = 60;
+    let source = Arc::new(AtomicU64::new(0));
+    let committed = Arc::new(AtomicU64::new(0));
+    let policy = Policy::builder("versions")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u64, u64, AppError> = Cache::builder(policy)
+        .runtime(&runtime)
+        .tags(|key: &u64, _: &u64| [format!("shard:{}", key % 2)])
+        .build();
+    let writer = {
+        let (runtime, source, committed) = (runtime.clone(), source.clone(), committed.clone());
+        tokio::spawn(async move {
+            for _ in 0..WRITES {
+                let written = source.fetch_add(1, Ordering::SeqCst) + 1;
+                bounded(runtime.invalidate_tag("shard:0")).await.unwrap();
+                committed.store(written, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let readers: Vec<_> = (0..READERS)
+        .map(|reader| {
+            let (cache, source, committed) = (cache.clone(), source.clone(), committed.clone());
+            tokio::spawn(async move {
+                let mut checked = 0u64;
+                while committed.load(Ordering::SeqCst) < WRITES {
+                    let floor = committed.load(Ordering::SeqCst);
+                    let key = (reader as u64 % 2) * 2; // tagged shard:0
+                    let source = source.clone();
+                    // Origins of different lengths, so loads overlap the writes anyhow.
+                    let length = Duration::from_micros((reader as u64 * 7919 + checked) % 3000);
+                    let got = bounded(cache.load(key, move || async move {
+                        let read = source.load(Ordering::SeqCst);
+                        tokio::time::sleep(length).await;
+                        Ok(read)
+                    }))
+                    .await
+                    .unwrap();
+                    assert!(
+                        got >= floor,
+                        "a call started after version {floor} was committed got {got}"
+                    );
+                    checked += 1;
+                    // A fresh hit never waits: let the writer run.
+                    tokio::task::yield_now().await;
+                }
+                checked
+            })
+        })
+        .collect();
+    bounded(writer).await.unwrap();
+    let mut calls = 0;
+    for reader in readers {
+        calls += bounded(reader).await.unwrap();
+    }
+    assert!(calls > WRITES, "{calls} calls checked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_call_after_a_tag_moved_gets_an_older_value_in_memory() {
+    no_call_after_a_tag_moved_gets_an_older_value(memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_call_after_a_tag_moved_gets_an_older_value_when_tiered() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let runtime = patient_replica(Backend::tiered(redis.url()));
+    no_call_after_a_tag_moved_gets_an_older_value(runtime).await;
+}
