@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Records a memory book keeps before it looks for ones old enough to forget.
@@ -137,7 +137,8 @@ pub(crate) struct TagBook {
     /// Rises with every move of a version known here (and every reset): an entry found
     /// current at this count needs no look at the table.
     moves: AtomicU64,
-    table: Mutex<Table>,
+    /// Read by every check of a stamp (hits after a move, concurrently), written by moves.
+    table: RwLock<Table>,
     /// Versions come from a shared store: a tag not in the table is unknown, not unmoved.
     shared: bool,
     /// The subscription epoch of the last reset (0: none since the book was made).
@@ -194,7 +195,7 @@ impl TagBook {
     pub(crate) fn new(shared: bool) -> Arc<Self> {
         Arc::new(TagBook {
             moves: AtomicU64::new(1),
-            table: Mutex::new(Table {
+            table: RwLock::new(Table {
                 keep: KEEP_AT_LEAST,
                 ..Table::default()
             }),
@@ -207,8 +208,12 @@ impl TagBook {
         self.shared
     }
 
-    fn table(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    fn table(&self) -> RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The count of moves, which a load notes when it begins.
@@ -216,7 +221,7 @@ impl TagBook {
         self.moves.load(Ordering::Acquire)
     }
 
-    /// Counts a move; the caller holds the table's lock.
+    /// Counts a move; the caller holds the table's write lock.
     fn bump(&self) -> u64 {
         self.moves.fetch_add(1, Ordering::AcqRel) + 1
     }
@@ -279,7 +284,7 @@ impl TagBook {
     /// The book's reset epoch, for a read of versions to learn only if no reset came
     /// between (see [`TagBook::learn_read`]).
     pub(crate) fn epoch(&self) -> u64 {
-        self.table().epoch
+        self.read().epoch
     }
 
     /// `version` of `tag`, read from the store by a read that began under `epoch`: not
@@ -350,19 +355,19 @@ impl TagBook {
 
     /// Whether any tag invalidation is owed to the shared store.
     pub(crate) fn has_owed(&self) -> bool {
-        self.table().owing > 0
+        self.read().owing > 0
     }
 
     /// How long the shared store keeps a tag's version after its last move: at least
     /// [`STORE_KEEP`], and at least the longest an entry of a cache using the book may
     /// live.
     pub(crate) fn keep(&self) -> Duration {
-        self.table().keep.max(STORE_KEEP)
+        self.read().keep.max(STORE_KEEP)
     }
 
     /// The tags owed to the shared store, with their tickets.
     pub(crate) fn owed(&self) -> Vec<(Arc<str>, u64)> {
-        let table = self.table();
+        let table = self.read();
         if table.owing == 0 {
             return Vec::new();
         }
@@ -377,7 +382,7 @@ impl TagBook {
         names: &[Arc<str>],
         began: Began,
     ) -> Result<Arc<TagStamp>, Refusal> {
-        let table = self.table();
+        let table = self.read();
         if began.count < table.floor {
             return Err(Refusal::Moved);
         }
@@ -417,7 +422,7 @@ impl TagBook {
     /// Looks up each of the stamp's tags; a current stamp remembers the count it was found
     /// current at.
     pub(crate) fn check(&self, stamp: &TagStamp) -> Verdict {
-        let table = self.table();
+        let table = self.read();
         let moves = self.moves();
         let mut unknown = Vec::new();
         for (name, version) in stamp.tags.iter() {
@@ -494,7 +499,7 @@ impl TagBook {
     /// How many tag records the book holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.table().known.len()
+        self.read().known.len()
     }
 }
 
