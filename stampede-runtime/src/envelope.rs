@@ -5,6 +5,11 @@ use crate::tags::TagStamp;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A mark: served by the fail-safe (see [`Envelope::rearmed`]).
+pub(crate) const REARMED: u8 = 1;
+/// A mark: the value has tags (see [`Envelope::tags`]).
+pub(crate) const TAGGED: u8 = 2;
+
 /// Where a value stands at a given moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
@@ -32,8 +37,10 @@ pub(crate) struct Envelope<V> {
     pub(crate) delta: f64,
     /// Write order within one cache; a re-armed fallback keeps its original generation.
     pub(crate) generation: u64,
-    /// Served by the fail-safe after the origin failed, not by a successful load.
-    pub(crate) rearmed: bool,
+    /// What sets the value apart from a plain one, which a fresh hit serves after one
+    /// compare of this byte: [`REARMED`] (served by the fail-safe after the origin
+    /// failed, not by a successful load), [`TAGGED`] (its tags are checked first).
+    pub(crate) marks: u8,
     /// The version of the source the value was read at, when the cache tracks one.
     pub(crate) source_version: Option<u64>,
     /// The versions of the entry's tags when it was stored (a cache with tags only).
@@ -66,10 +73,27 @@ impl<V> Envelope<V> {
             keep_until,
             delta,
             generation,
-            rearmed: false,
+            marks: 0,
             source_version: None,
             tags: None,
         }
+    }
+
+    /// Served by the fail-safe after the origin failed, not by a successful load.
+    pub(crate) fn rearmed(&self) -> bool {
+        self.marks & REARMED != 0
+    }
+
+    /// Neither re-armed nor tagged: a fresh hit serves it as is.
+    #[inline(always)]
+    pub(crate) fn plain(&self) -> bool {
+        self.marks == 0
+    }
+
+    /// Carries the versions of its tags, checked before it is served.
+    pub(crate) fn tag(&mut self, stamp: Arc<TagStamp>) {
+        self.tags = Some(stamp);
+        self.marks |= TAGGED;
     }
 
     /// Whether no tag of the value moved since it was stored (a value without tags: yes).
@@ -108,7 +132,7 @@ impl<V> Envelope<V> {
             keep_until: self.keep_until,
             delta: self.delta,
             generation: self.generation,
-            rearmed: true,
+            marks: self.marks | REARMED,
             source_version: self.source_version,
             tags: self.tags.clone(),
         }

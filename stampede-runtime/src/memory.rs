@@ -80,13 +80,26 @@ where
     /// The envelope held for `key`, shared with the store: what the hit path reads.
     #[inline(always)]
     pub(crate) fn get_arc(&self, key: &K) -> Option<Arc<Envelope<V>>> {
-        let held = self.entries.get(key)?;
+        self.entries
+            .get(key)
+            .filter(|held| self.unless_retired(key, held))
+    }
+
+    /// The envelope held for `key`, its tags not checked: for the hit path, which serves
+    /// only a plain one ([`Envelope::plain`]) and checks the others.
+    #[inline(always)]
+    pub(crate) fn get_unchecked(&self, key: &K) -> Option<Arc<Envelope<V>>> {
+        self.entries.get(key)
+    }
+
+    /// Whether `held` may be served as far as its tags go; one whose tag moved is dropped.
+    pub(crate) fn unless_retired(&self, key: &K, held: &Envelope<V>) -> bool {
         match &held.tags {
             Some(stamp) if !stamp.current() => {
                 self.retire(key);
-                None
+                false
             }
-            _ => Some(held),
+            _ => true,
         }
     }
 

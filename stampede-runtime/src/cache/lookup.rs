@@ -83,21 +83,43 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        match inner.store.get_arc(key) {
-            Some(current) if current.state(now) == State::Fresh && !current.rearmed => {
-                // Drawn once: the load acts on this draw, never on a second one.
-                let early = inner.refresh_early(&current, now);
-                if early {
-                    return Lookup::Load(Unanswered {
-                        current: Some(current),
-                        now,
-                        early,
-                    });
-                }
-                if inner.counters.fresh_hits.bump_sampled() {
-                    inner.hot.sampled_hit(key);
-                }
-                Lookup::Fresh(current.value.clone())
+        match inner.store.get_unchecked(key) {
+            // A plain value (neither re-armed nor tagged): one compare of its marks.
+            Some(current) if current.state(now) == State::Fresh && current.plain() => {
+                inner.fresh(key, current, now)
+            }
+            held => inner.marked(key, held, now),
+        }
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// A fresh value found: served, unless XFetch draws an early refresh.
+    #[inline(always)]
+    fn fresh(&self, key: &K, current: Arc<Envelope<V>>, now: Instant) -> Lookup<V> {
+        // Drawn once: the load acts on this draw, never on a second one.
+        let early = self.refresh_early(&current, now);
+        if early {
+            return Lookup::Load(Unanswered {
+                current: Some(current),
+                now,
+                early,
+            });
+        }
+        if self.counters.fresh_hits.bump_sampled() {
+            self.hot.sampled_hit(key);
+        }
+        Lookup::Fresh(current.value.clone())
+    }
+
+    /// Anything but a plain fresh value: a tagged one is served once its tags are found
+    /// current (else it is gone), the rest is handed to the load.
+    #[inline(never)]
+    fn marked(&self, key: &K, held: Option<Arc<Envelope<V>>>, now: Instant) -> Lookup<V> {
+        let current = held.filter(|held| self.store.unless_retired(key, held));
+        match current {
+            Some(current) if current.state(now) == State::Fresh && !current.rearmed() => {
+                self.fresh(key, current, now)
             }
             current => Lookup::Load(Unanswered {
                 current,
@@ -130,7 +152,7 @@ pub struct Unanswered<V> {
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     pub(super) fn count_hit(&self, key: &K, envelope: &Envelope<V>, now: Instant) {
-        if envelope.rearmed {
+        if envelope.rearmed() {
             self.count_stale(envelope, now);
         } else if self.counters.fresh_hits.bump_sampled() {
             self.hot.sampled_hit(key);
@@ -149,7 +171,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     pub(super) fn refresh_early(&self, envelope: &Envelope<V>, now: Instant) -> bool {
         match self.policy.xfetch_beta() {
             // A fallback served by the fail-safe waits for its throttle, not for XFetch.
-            Some(beta) if !envelope.rearmed => xfetch_draw(envelope, now, beta),
+            Some(beta) if !envelope.rearmed() => xfetch_draw(envelope, now, beta),
             _ => false,
         }
     }

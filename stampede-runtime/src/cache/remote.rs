@@ -370,7 +370,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         now: Instant,
     ) -> Option<Envelope<V>> {
         let standing = match (self.tier(), found.as_deref_mut()) {
-            (Some(tier), Some(found)) if !envelope.rearmed => {
+            (Some(tier), Some(found)) if !envelope.rearmed() => {
                 let (leased, refresh) = (found.lease.is_some(), found.refresh);
                 match tier.publish(found, &envelope, now).await {
                     Wrote::Stored => Standing::Stored,

@@ -185,7 +185,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// re-armed fallback keeps the versions of the value it re-arms.
     async fn stamp(&self, key: &K, mut envelope: Envelope<V>, began: Began) -> Option<Envelope<V>> {
         let tagging = &self.tags;
-        if envelope.rearmed {
+        if envelope.rearmed() {
             return Some(envelope);
         }
         let Some(names) = tagging.names(key, &envelope.value) else {
@@ -197,7 +197,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         for _ in 0..2 {
             match tagging.book.stamp(&names, began) {
                 Ok(stamp) => {
-                    envelope.tags = Some(stamp);
+                    envelope.tag(stamp);
                     return Some(envelope);
                 }
                 Err(Refusal::Moved) => break,

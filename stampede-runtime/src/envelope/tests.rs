@@ -40,7 +40,7 @@ fn rearm_extends_by_the_throttle_without_passing_keep_until() {
     let again = env.rearm(later, Duration::from_secs(5));
     assert_eq!(again.state(later), State::Fresh);
     assert_eq!(again.fresh_until, later + Duration::from_secs(5));
-    assert_eq!((again.generation, again.rearmed), (7, true));
+    assert_eq!((again.generation, again.rearmed()), (7, true));
     assert_eq!(
         again.age(later),
         Duration::from_secs(20),

@@ -23,7 +23,7 @@ pub(super) fn to_memory<V>(
         keep_until: at(header.keep_until_ms),
         delta: header.delta,
         generation,
-        rearmed: false,
+        marks: 0,
         source_version: header.source_version,
         tags: None,
     }

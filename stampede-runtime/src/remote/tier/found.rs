@@ -151,7 +151,7 @@ impl<K, V> Tier<K, V> {
             Ok((header, tags, value)) => {
                 let mut envelope = to_memory(&header, value, read.clock.now_ms(), now, generation);
                 if !tags.is_empty() {
-                    envelope.tags = Some(TagStamp::recorded(&self.remote.tags, tags));
+                    envelope.tag(TagStamp::recorded(&self.remote.tags, tags));
                 }
                 (Some(envelope), false)
             }
