@@ -17,10 +17,12 @@
 //! the store before an entry carrying it is served or stored. On the memory backend the
 //! book is the only record, and a version is the count of moves itself.
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod stamp;
+pub(crate) use stamp::{TagStamp, Verdict};
 
 /// Records a memory book keeps before it looks for ones old enough to forget.
 const PRUNE_ABOVE: usize = 4096;
@@ -47,58 +49,6 @@ const SCOPE: char = '\0';
 /// A tag scoped to one cache (a handle's or [`Cache`](crate::Cache)'s `invalidate_tag`).
 pub(crate) fn scoped(cache: &str, tag: &str) -> Arc<str> {
     format!("{cache}{SCOPE}{tag}").into()
-}
-
-/// The versions of one entry's tags when it was stored.
-pub(crate) struct TagStamp {
-    tags: Box<[(Arc<str>, u64)]>,
-    /// The book's count of moves when these versions were last found current.
-    checked: AtomicU64,
-    book: Arc<TagBook>,
-}
-
-impl fmt::Debug for TagStamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map()
-            .entries(self.tags.iter().map(|(tag, version)| (tag, version)))
-            .finish()
-    }
-}
-
-impl TagStamp {
-    /// A stamp of versions read from the shared store, to be checked before it is served.
-    pub(crate) fn recorded(book: &Arc<TagBook>, tags: Vec<(Arc<str>, u64)>) -> Arc<Self> {
-        Arc::new(TagStamp {
-            tags: tags.into_boxed_slice(),
-            checked: AtomicU64::new(0),
-            book: book.clone(),
-        })
-    }
-
-    pub(crate) fn tags(&self) -> &[(Arc<str>, u64)] {
-        &self.tags
-    }
-
-    /// Whether no tag of the entry moved past its version: the hit path's question. A tag
-    /// the book does not know (on a shared store, after the book was reset) is not
-    /// current: the entry is read again from the store, where the tag is looked up.
-    #[inline]
-    pub(crate) fn current(&self) -> bool {
-        let moves = self.book.moves.load(Ordering::Acquire);
-        if self.checked.load(Ordering::Relaxed) >= moves {
-            return true;
-        }
-        self.book.check(self) == Verdict::Current
-    }
-}
-
-/// What the book says of an entry's versions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    Current,
-    Retired,
-    /// Tags the book does not know: read their versions from the shared store first.
-    Unknown(Vec<Arc<str>>),
 }
 
 /// When a load began: the book's count of moves, and the time (Unix microseconds) just
