@@ -584,3 +584,38 @@ async fn no_call_after_a_tag_moved_gets_an_older_value_when_tiered() {
     let runtime = patient_replica(Backend::tiered(redis.url()));
     no_call_after_a_tag_moved_gets_an_older_value(runtime).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_unreachable_a_tagged_value_is_kept_for_the_degraded_bound() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let cut = Runtime::builder()
+        .backend(Backend::tiered(redis.url()))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("prices")
+        .fresh(Duration::from_secs(60))
+        .stale(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let prices: Tenants = Cache::builder(policy)
+        .runtime(&cut)
+        .tags(|&(tenant, _): &(u64, u64), _: &String| [format!("tenant:{tenant}")])
+        .build();
+    let origin = Origin::default();
+    origin.load(&prices, (7, 0)).await;
+    subscribed(&cut).await;
+    redis.black_hole();
+    eventually(|| cut.backend_stats().is_some_and(|stats| stats.degraded_now)).await;
+    // Neither the value nor its tag can be read: loaded here, and kept as an untagged
+    // value would be (for the degraded bound), not loaded again on every call.
+    let calls = origin.calls();
+    origin.load(&prices, (7, 1)).await;
+    origin.load(&prices, (7, 1)).await;
+    assert_eq!(origin.calls(), calls + 1);
+    // This replica's own tag invalidation still retires it.
+    let queued = bounded(cut.invalidate_tag("tenant:7")).await;
+    assert!(queued.is_err(), "{queued:?}");
+    assert_eq!(prices.peek(&(7, 1)), None);
+}

@@ -366,6 +366,38 @@ impl TagBook {
             tags: tags.into_boxed_slice(),
             checked: AtomicU64::new(checked),
             book: self.clone(),
+            unverified: false,
+        }))
+    }
+
+    /// [`TagBook::stamp`] for a value loaded while the shared store could not be read:
+    /// tags the book does not know are recorded at 0 (a version learned later retires the
+    /// entry), and the stamp is [unverified](TagStamp::unverified). Refused as a stamp is,
+    /// for a tag owed or moved since the load began.
+    pub(crate) fn stamp_unverified(
+        self: &Arc<Self>,
+        names: &[Arc<str>],
+        began: Began,
+    ) -> Result<Arc<TagStamp>, Refusal> {
+        let table = self.read();
+        if began.count < table.floor {
+            return Err(Refusal::Moved);
+        }
+        let mut tags = Vec::with_capacity(names.len());
+        for name in names {
+            match table.known.get(name) {
+                Some(known) if known.owed != 0 || known.moved > began.count => {
+                    return Err(Refusal::Moved)
+                }
+                Some(known) => tags.push((name.clone(), known.version)),
+                None => tags.push((name.clone(), 0)),
+            }
+        }
+        Ok(Arc::new(TagStamp {
+            tags: tags.into_boxed_slice(),
+            checked: AtomicU64::new(self.moves()),
+            book: self.clone(),
+            unverified: true,
         }))
     }
 
@@ -383,11 +415,13 @@ impl TagBook {
                 // The store has no version where the entry recorded one: the tag's key
                 // expired or was lost, and with it any move since; retire rather than
                 // serve unchecked.
-                Some(known) if self.shared && known.version == 0 && *version > 0 => {
+                Some(known)
+                    if self.shared && !stamp.unverified && known.version == 0 && *version > 0 =>
+                {
                     return Verdict::Retired
                 }
                 Some(_) => {}
-                None if self.shared => unknown.push(name.clone()),
+                None if self.shared && !stamp.unverified => unknown.push(name.clone()),
                 None => {}
             }
         }

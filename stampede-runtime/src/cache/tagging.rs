@@ -166,7 +166,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 count: began,
                 micros,
             };
-            match self.stamp(key, envelope, began).await {
+            // The store could not be read: a copy is kept only for the degraded bound.
+            let degraded = found.as_deref().is_some_and(|found| found.read.is_none());
+            match self.stamp(key, envelope, began, degraded).await {
                 Some(envelope) => envelope,
                 None => return Written::TagMoved,
             }
@@ -183,7 +185,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// when one of them moved since the load began (or that cannot be told). Then its
     /// callers still get the value and nothing stores it, as after an invalidation. A
     /// re-armed fallback keeps the versions of the value it re-arms.
-    async fn stamp(&self, key: &K, mut envelope: Envelope<V>, began: Began) -> Option<Envelope<V>> {
+    async fn stamp(
+        &self,
+        key: &K,
+        mut envelope: Envelope<V>,
+        began: Began,
+        degraded: bool,
+    ) -> Option<Envelope<V>> {
         let tagging = &self.tags;
         if envelope.rearmed() {
             return Some(envelope);
@@ -210,10 +218,20 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                         .runtime
                         .as_ref()
                         .and_then(|runtime| runtime.remote());
-                    let Some(remote) = remote else { break };
-                    if remote.tag_versions(&unknown).await.is_err() {
-                        break;
+                    let read = match remote {
+                        Some(remote) => remote.tag_versions(&unknown).await.is_ok(),
+                        None => false,
+                    };
+                    if read {
+                        continue;
                     }
+                    // Loaded while the store was unreachable, and kept only for the
+                    // degraded bound: stored unverified, as untagged values are then.
+                    if degraded && let Ok(stamp) = tagging.book.stamp_unverified(&names, began) {
+                        envelope.tag(stamp);
+                        return Some(envelope);
+                    }
+                    break;
                 }
             }
         }

@@ -11,6 +11,10 @@ pub(crate) struct TagStamp {
     /// The book's count of moves when these versions were last found current.
     pub(super) checked: AtomicU64,
     pub(super) book: Arc<TagBook>,
+    /// Stored while the shared store could not be read, so tags it did not know could not
+    /// be read either: served without them (the copy is kept only for the degraded bound),
+    /// but retired by this replica's own invalidations and by versions it learns later.
+    pub(super) unverified: bool,
 }
 
 impl fmt::Debug for TagStamp {
@@ -28,6 +32,7 @@ impl TagStamp {
             tags: tags.into_boxed_slice(),
             checked: AtomicU64::new(0),
             book: book.clone(),
+            unverified: false,
         })
     }
 

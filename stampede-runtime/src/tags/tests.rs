@@ -217,3 +217,25 @@ fn a_shared_book_forgets_its_oldest_records_beyond_its_bound() {
         Refusal::Moved
     );
 }
+
+#[test]
+fn a_stamp_made_while_the_store_is_unreachable_is_served_without_unknown_tags() {
+    let book = TagBook::new(true);
+    book.learn("known", 10, Heard::Read);
+    let began = now(&book);
+    let stamp = book
+        .stamp_unverified(&names(&["known", "unknown"]), began)
+        .unwrap();
+    assert_eq!(stamp.tags(), &[("known".into(), 10), ("unknown".into(), 0)]);
+    assert!(stamp.current(), "served for the degraded bound");
+    // A version learned later, or this replica's own invalidation, retires it.
+    book.learn("unknown", 5, Heard::Read);
+    assert!(!stamp.current());
+    let other = book.stamp_unverified(&names(&["known"]), now(&book)).unwrap();
+    book.owe("known");
+    assert!(!other.current());
+    assert_eq!(
+        book.stamp_unverified(&names(&["known"]), began).unwrap_err(),
+        Refusal::Moved
+    );
+}
