@@ -231,11 +231,14 @@ fn a_stamp_made_while_the_store_is_unreachable_is_served_without_unknown_tags() 
     // A version learned later, or this replica's own invalidation, retires it.
     book.learn("unknown", 5, Heard::Read);
     assert!(!stamp.current());
-    let other = book.stamp_unverified(&names(&["known"]), now(&book)).unwrap();
+    let other = book
+        .stamp_unverified(&names(&["known"]), now(&book))
+        .unwrap();
     book.owe("known");
     assert!(!other.current());
     assert_eq!(
-        book.stamp_unverified(&names(&["known"]), began).unwrap_err(),
+        book.stamp_unverified(&names(&["known"]), began)
+            .unwrap_err(),
         Refusal::Moved
     );
 }
