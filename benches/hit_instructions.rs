@@ -7,6 +7,8 @@
 //! contestants:
 //! - `stampede`: the function `#[cached]` makes, with the fresh-hit bench's settings;
 //! - `stampede-load`: `Cache::load` called directly with the same settings;
+//! - `stampede-tagged`: the same, on a cache whose entries carry a tag (`CacheBuilder::tags`):
+//!   what a hit of a tagged entry adds when no tag moved;
 //! - `moka`: `moka::sync::Cache::get` with moka's default settings (its default hasher,
 //!   no expiry), the map stampede's memory store is built on;
 //! - `moka-ttl`: the same with a `time_to_live`, as stampede's store is configured.
@@ -53,6 +55,11 @@ fn stampede(hits: u64) {
 /// `Cache::load` called directly, as `stampede` but without the function `#[cached]`
 /// writes around it: the difference is what that function costs.
 fn stampede_load(hits: u64) {
+    stampede_load_of(hits, false);
+}
+
+/// `Cache::load` on a cache built with `tagged` tags or without.
+fn stampede_load_of(hits: u64, tagged: bool) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime");
@@ -61,7 +68,14 @@ fn stampede_load(hits: u64) {
         .capacity(10_000)
         .build()
         .expect("a valid policy");
-    let cache: stampede::Cache<u64, String> = stampede::Cache::new(policy);
+    let builder = stampede::Cache::<u64, String>::builder(policy);
+    let cache = if tagged {
+        builder
+            .tags(|key: &u64, _: &String| [format!("profile:{key}")])
+            .build()
+    } else {
+        builder.build()
+    };
     runtime.block_on(async {
         let filled = cache.load(KEY, || async { Ok(format!("profile {KEY}")) });
         filled.await.expect("the origin succeeds");
@@ -94,10 +108,13 @@ fn main() -> ExitCode {
     match (args.first().map(String::as_str), hits) {
         (Some("stampede"), Some(hits)) => stampede(hits),
         (Some("stampede-load"), Some(hits)) => stampede_load(hits),
+        (Some("stampede-tagged"), Some(hits)) => stampede_load_of(hits, true),
         (Some("moka"), Some(hits)) => moka(hits, false),
         (Some("moka-ttl"), Some(hits)) => moka(hits, true),
         _ => {
-            eprintln!("usage: hit-instructions stampede|stampede-load|moka|moka-ttl HITS");
+            eprintln!(
+                "usage: hit-instructions stampede|stampede-load|stampede-tagged|moka|moka-ttl HITS"
+            );
             return ExitCode::FAILURE;
         }
     }
