@@ -332,6 +332,27 @@ impl TagBook {
         names: &[Arc<str>],
         began: Began,
     ) -> Result<Arc<TagStamp>, Refusal> {
+        self.stamp_as(names, began, false)
+    }
+
+    /// [`TagBook::stamp`] for a value loaded while the shared store could not be read:
+    /// tags the book does not know are recorded at 0 (a version learned later retires the
+    /// entry), and the stamp is [unverified](TagStamp::unverified). Refused as a stamp is,
+    /// for a tag owed or moved since the load began.
+    pub(crate) fn stamp_unverified(
+        self: &Arc<Self>,
+        names: &[Arc<str>],
+        began: Began,
+    ) -> Result<Arc<TagStamp>, Refusal> {
+        self.stamp_as(names, began, true)
+    }
+
+    fn stamp_as(
+        self: &Arc<Self>,
+        names: &[Arc<str>],
+        began: Began,
+        unverified: bool,
+    ) -> Result<Arc<TagStamp>, Refusal> {
         let table = self.read();
         if began.count < table.floor {
             return Err(Refusal::Moved);
@@ -354,50 +375,18 @@ impl TagBook {
                     return Err(Refusal::Moved)
                 }
                 Some(known) => tags.push((name.clone(), known.version)),
-                None if self.shared => unknown.push(name.clone()),
+                None if self.shared && !unverified => unknown.push(name.clone()),
                 None => tags.push((name.clone(), 0)),
             }
         }
         if !unknown.is_empty() {
             return Err(Refusal::Unknown(unknown));
         }
-        let checked = self.moves();
-        Ok(Arc::new(TagStamp {
-            tags: tags.into_boxed_slice(),
-            checked: AtomicU64::new(checked),
-            book: self.clone(),
-            unverified: false,
-        }))
-    }
-
-    /// [`TagBook::stamp`] for a value loaded while the shared store could not be read:
-    /// tags the book does not know are recorded at 0 (a version learned later retires the
-    /// entry), and the stamp is [unverified](TagStamp::unverified). Refused as a stamp is,
-    /// for a tag owed or moved since the load began.
-    pub(crate) fn stamp_unverified(
-        self: &Arc<Self>,
-        names: &[Arc<str>],
-        began: Began,
-    ) -> Result<Arc<TagStamp>, Refusal> {
-        let table = self.read();
-        if began.count < table.floor {
-            return Err(Refusal::Moved);
-        }
-        let mut tags = Vec::with_capacity(names.len());
-        for name in names {
-            match table.known.get(name) {
-                Some(known) if known.owed != 0 || known.moved > began.count => {
-                    return Err(Refusal::Moved)
-                }
-                Some(known) => tags.push((name.clone(), known.version)),
-                None => tags.push((name.clone(), 0)),
-            }
-        }
         Ok(Arc::new(TagStamp {
             tags: tags.into_boxed_slice(),
             checked: AtomicU64::new(self.moves()),
             book: self.clone(),
-            unverified: true,
+            unverified,
         }))
     }
 
