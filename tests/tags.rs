@@ -60,6 +60,12 @@ impl Origin {
         .unwrap()
     }
 
+    /// [`Origin::load`] as a task of its own, for a load the test holds while it acts.
+    fn spawn_load(&self, cache: &Tenants, key: (u64, u64)) -> tokio::task::JoinHandle<String> {
+        let (origin, cache) = (self.clone(), cache.clone());
+        tokio::spawn(async move { origin.load(&cache, key).await })
+    }
+
     async fn started(&self) {
         let (started, _) = self.gate.as_ref().unwrap();
         bounded(started.acquire()).await.unwrap().forget();
@@ -165,10 +171,7 @@ async fn a_load_running_when_its_tag_moves_answers_but_is_not_stored() {
     let runtime = memory();
     let prices = tenants(&runtime, "prices");
     let origin = Origin::gated();
-    let running = tokio::spawn({
-        let (origin, prices) = (origin.clone(), prices.clone());
-        async move { origin.load(&prices, (7, 0)).await }
-    });
+    let running = origin.spawn_load(&prices, (7, 0));
     origin.started().await;
     runtime.invalidate_tag("tenant:7").await.unwrap();
     origin.release();
@@ -185,17 +188,11 @@ async fn a_call_that_joins_a_load_after_its_tag_moved_gets_a_new_load() {
     let runtime = memory();
     let prices = tenants(&runtime, "prices");
     let origin = Origin::gated();
-    let first = tokio::spawn({
-        let (origin, prices) = (origin.clone(), prices.clone());
-        async move { origin.load(&prices, (7, 0)).await }
-    });
+    let first = origin.spawn_load(&prices, (7, 0));
     origin.started().await;
     runtime.invalidate_tag("tenant:7").await.unwrap();
     // Joins the running load, which read the source before the invalidation.
-    let second = tokio::spawn({
-        let (origin, prices) = (origin.clone(), prices.clone());
-        async move { origin.load(&prices, (7, 0)).await }
-    });
+    let second = origin.spawn_load(&prices, (7, 0));
     common::eventually(|| prices.stats().coalesced == 1).await;
     origin.release();
     assert_eq!(
@@ -269,10 +266,7 @@ async fn across_two_replicas(backend: fn(String) -> Backend) {
 
     // A load on one replica running while the other invalidates the tag.
     let gated = Origin::gated();
-    let running = tokio::spawn({
-        let (gated, first) = (gated.clone(), first.clone());
-        async move { gated.load(&first, (7, 100)).await }
-    });
+    let running = gated.spawn_load(&first, (7, 100));
     gated.started().await;
     let before = received(&one);
     other.invalidate_tag("tenant:7").await.unwrap();
