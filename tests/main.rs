@@ -73,6 +73,7 @@ mod global_runtime;
 mod hot_keys;
 mod identity;
 mod negative_caching;
+mod notices;
 mod observability;
 mod origin_errors;
 mod shared_store;

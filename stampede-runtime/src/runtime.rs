@@ -323,6 +323,7 @@ impl Runtime {
             decode_failures: stats.decode_failures,
             notices_sent: stats.notices_sent,
             notices_received: stats.notices_received,
+            notice_buckets: stats.notice_buckets as u64,
             subscribed: stats.subscribed,
             degraded_now: stats.breaker != BreakerState::Closed,
             breaker_opened: stats.breaker_opened,

@@ -124,8 +124,13 @@ pub struct BackendStats {
     pub decode_failures: u64,
     /// Notices this replica sent (publishes, invalidations).
     pub notices_sent: u64,
-    /// Notices received from any replica.
+    /// Notices received from any replica. A replica hears the notices of the keys it has
+    /// a use for (a load running, a memory copy) and of keys that share a notice bucket
+    /// with them, not of every key.
     pub notices_received: u64,
+    /// Notice buckets this replica subscribes to now, out of 4,096: the keys it loads
+    /// or keeps copies of fall in them.
+    pub notice_buckets: u64,
     /// This replica's subscription to notices is up. While it is down, notices from other
     /// replicas may be missed: a tiered node drops its copies of what Redis holds when it
     /// goes down and again when it is back, and makes none in between (each call reads

@@ -187,7 +187,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     ) -> Option<Found<K, V>> {
         let tier = self.tier()?;
         let entry = tier.address(key)?;
-        let watching = tier.loading(&entry, key);
+        let watching = tier.loading(&entry, key).await;
         // Without coalescing every miss calls the origin, on every replica alike.
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
         let token = LeaseToken::of_replica(tier.remote.store().replica());

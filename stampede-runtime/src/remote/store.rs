@@ -303,6 +303,23 @@ pub(crate) enum StoreEvent {
     Subscribed(u64),
 }
 
+/// A load's hold on its key's notices ([`RemoteStore::listen`]).
+pub(crate) struct Listening {
+    epoch: u64,
+    _hold: Box<dyn Send + Sync>,
+}
+
+impl Listening {
+    pub(crate) fn new(epoch: u64, hold: Box<dyn Send + Sync>) -> Self {
+        Self { epoch, _hold: hold }
+    }
+
+    /// The subscription epoch the key is heard under (0: it is not).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
 /// Why a [`RemoteStore::watch`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Wake {
@@ -325,6 +342,8 @@ pub(crate) struct RemoteStats {
     pub(crate) decode_failures: u64,
     pub(crate) notices_sent: u64,
     pub(crate) notices_received: u64,
+    /// Notice buckets this replica subscribes to (in use or kept for memory copies).
+    pub(crate) notice_buckets: usize,
     /// Notices flow: the subscription is up.
     pub(crate) subscribed: bool,
     /// Calls that timed out whose answer came within the grace that followed.
@@ -409,6 +428,16 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
 
     /// The shard `key` lives on (`""` for a single server).
     fn shard_of(&self, key: &EntryKey) -> String;
+
+    /// Makes this replica hear `key`'s notices from now on, before a load's first read:
+    /// the returned [`Listening`] holds it until dropped, and names the subscription
+    /// epoch the key is heard under (0 when it is not: no subscription, or none
+    /// confirmed in time).
+    fn listen<'a>(&'a self, key: &'a EntryKey) -> BoxFuture<'a, Listening>;
+
+    /// Keeps hearing `key`'s notices for `life` more: a memory copy of it relies on them.
+    /// Call it while a [`Listening`] of the key is held.
+    fn keep_listening(&self, key: &EntryKey, life: Duration);
 
     /// Resolves on the next notice for `key`, or when the subscription drops. Register
     /// before re-reading, so a publish between the read and the wait is not missed.

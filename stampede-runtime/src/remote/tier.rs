@@ -35,7 +35,9 @@ pub(crate) use found::{Codec, Found, Wrote};
 use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
-use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, StoreError, Wake};
+use super::store::{
+    Lease, LeaseRequest, Listening, Notice, NoticeKind, Published, StoreError, Wake,
+};
 use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
@@ -60,6 +62,8 @@ pub(crate) struct Tier<K, V> {
     /// memory lets go of its copy ([`Tier::dropped`]), so every copy memory holds can be
     /// found (a bookkeeping that evicted on its own would leave copies deaf to notices).
     copies: moka::sync::Cache<String, MemoryCopy>,
+    /// How long a copy's bookkeeping lives at most (`None`: as long as memory keeps it).
+    copy_life: Option<Duration>,
     /// Value key → the loads of it running now.
     loading: Mutex<HashMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
@@ -99,8 +103,10 @@ struct Loads<K> {
 pub(crate) struct Loading<K, V> {
     tier: Arc<Tier<K, V>>,
     value_key: String,
-    /// The subscription epoch when it began (0: none was up).
+    /// The subscription epoch its key was heard under when it began (0: it was not).
     since: u64,
+    /// Keeps the key's notice bucket subscribed while the load runs.
+    _listening: Listening,
 }
 
 impl<K, V> Tier<K, V>
@@ -120,8 +126,9 @@ where
         // The copies outlive no memory entry by much: one memory never stored (a load
         // detached after its copy was noted) is dropped by time.
         let copies = moka::sync::Cache::builder();
-        let copies = match lifetime {
-            Some(lifetime) => copies.time_to_live(lifetime.saturating_add(COPY_MARGIN)),
+        let copy_life = lifetime.map(|lifetime| lifetime.saturating_add(COPY_MARGIN));
+        let copies = match copy_life {
+            Some(life) => copies.time_to_live(life),
             None => copies,
         };
         Tier {
@@ -130,6 +137,7 @@ where
             name,
             version,
             keeps_memory,
+            copy_life,
             copies: copies.build(),
             loading: Mutex::new(HashMap::new()),
             held_elsewhere: moka::sync::Cache::new(capacity),
@@ -151,6 +159,9 @@ where
         generation: u64,
         since: u64,
     ) {
+        // The copy's notices must reach this replica as long as the copy may live.
+        let life = self.copy_life.unwrap_or(Duration::MAX);
+        self.remote.store().keep_listening(entry, life);
         let copy = MemoryCopy {
             key: Arc::new(key.clone()),
             fence,
@@ -233,10 +244,11 @@ where
     }
 
     /// Registers a load of `key` at `entry`, before its first read, until the returned
-    /// registration is dropped.
-    pub(crate) fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
+    /// registration is dropped, and makes this replica hear the key's notices first.
+    pub(crate) async fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
         let value_key = entry.value().to_owned();
-        let since = self.hearing();
+        let listening = self.remote.store().listen(entry).await;
+        let since = listening.epoch();
         let mut loads = self.loads();
         let loads = loads.entry(value_key.clone()).or_insert_with(|| Loads {
             key: key.clone(),
@@ -250,6 +262,7 @@ where
             tier: self.clone(),
             value_key,
             since,
+            _listening: listening,
         }
     }
 

@@ -53,6 +53,7 @@ mod breaker;
 mod call;
 pub(crate) mod cluster;
 mod connection;
+mod listen;
 mod notices;
 mod ops;
 mod scan;
@@ -170,6 +171,13 @@ struct Client {
     scripts: Scripts,
     shards: Shards,
     hub: NoticeHub,
+    /// The notice buckets this replica subscribes to, and why ([`listen`]).
+    interest: listen::Interest,
+    /// Subscribes share it; unsubscribing idle buckets takes it alone, so an unsubscribe
+    /// never lands after a load's subscribe to the same bucket.
+    subscribing: tokio::sync::RwLock<()>,
+    /// The subscription's connection (a handle on it), to subscribe buckets through.
+    listener: Mutex<redis::aio::ConnectionManager>,
     /// Shared with calls finished in the background after their caller gave up.
     counters: Arc<Counters>,
     /// The server's clock from the latest script read, taken as of the moment it was
@@ -223,6 +231,9 @@ impl RedisStore {
             channel: notice_channel(&config.prefix),
             shards: Shards::new(config.breaker_failures, config.breaker_cooldown),
             hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
+            interest: listen::Interest::default(),
+            subscribing: tokio::sync::RwLock::new(()),
+            listener: Mutex::new(subscriber.connection()),
             scripts: Scripts::new(),
             counters: Arc::default(),
             clock: Mutex::new(None),

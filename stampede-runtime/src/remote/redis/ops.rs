@@ -6,7 +6,7 @@ use crate::remote::store::{
     Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Publication, Published, Read,
     Scan, ServerClock, StoreError,
 };
-use crate::remote::store::{RemoteStats, RemoteStore, StoreEvent, Wake};
+use crate::remote::store::{Listening, RemoteStats, RemoteStore, StoreEvent, Wake};
 use crate::remote::wire::{version_digits, Wire};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
@@ -208,7 +208,7 @@ impl Client {
                     .arg(publication.envelope.as_slice())
                     .arg(publication.keep_until_ms)
                     .arg(version.as_str())
-                    .arg(self.channel.as_str())
+                    .arg(self.channel_of(key).as_str())
                     .arg(self.hub.node())
                     .arg(token.as_str())
                     .arg(millis(publication.recompute))
@@ -240,7 +240,7 @@ impl Client {
                 let mut invocation = self.scripts.invalidate.prepare_invoke();
                 entry_keys(&mut invocation, key);
                 invocation
-                    .arg(self.channel.as_str())
+                    .arg(self.channel_of(key).as_str())
                     .arg(self.hub.node())
                     .arg(version.as_str());
                 async move { invocation.invoke_async(&mut connection).await }
@@ -275,7 +275,7 @@ impl Client {
                 entry_keys(&mut invocation, key);
                 invocation
                     .arg(token.as_str())
-                    .arg(self.channel.as_str())
+                    .arg(self.channel_of(key).as_str())
                     .arg(self.hub.node());
                 async move { invocation.invoke_async(&mut connection).await }
             })
@@ -297,6 +297,14 @@ impl Client {
             })
             .await?;
         Ok(still == 1)
+    }
+}
+
+impl Client {
+    /// The channel a key's notices go out on: its bucket's (see [`super::listen`]).
+    fn channel_of(&self, key: &EntryKey) -> String {
+        let bucket = super::listen::bucket_of(key.value());
+        super::listen::bucket_channel(&self.channel, bucket)
     }
 }
 
@@ -375,6 +383,18 @@ impl RemoteStore for RedisStore {
         self.client.shards.for_key(key.value()).0
     }
 
+    fn listen<'a>(&'a self, key: &'a EntryKey) -> BoxFuture<'a, Listening> {
+        Box::pin(async move {
+            let (epoch, hold) = self.client.listen(key.value()).await;
+            Listening::new(epoch, Box::new(hold))
+        })
+    }
+
+    fn keep_listening(&self, key: &EntryKey, life: Duration) {
+        let bucket = super::listen::bucket_of(key.value());
+        self.client.interest.keep(bucket, life);
+    }
+
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {
         self.client.hub.watch(key.value())
     }
@@ -413,6 +433,7 @@ impl RemoteStore for RedisStore {
             decode_failures: counters.decode_failures.load(Ordering::Relaxed),
             notices_sent: counters.notices_sent.load(Ordering::Relaxed),
             notices_received: self.client.hub.received(),
+            notice_buckets: self.client.interest.len(),
             subscribed: self.client.hub.is_subscribed(),
             late_answers: counters.late_answers.load(Ordering::Relaxed),
             orphans_released: counters.orphans_released.load(Ordering::Relaxed),

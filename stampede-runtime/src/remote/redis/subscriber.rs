@@ -7,13 +7,13 @@
 //! eviction policy: one that may evict stampede's fences, leases and marks is warned of.
 use super::breaker::Breaker;
 use super::connection::{self, Connection, Patience, Target};
-use super::Client;
+use super::{listen, Client};
 use crate::remote::store::StoreError;
 use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{PushKind, RedisError, RedisResult};
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 use tokio::sync::mpsc;
 
 /// Feeds the subscription's pushes to the hub until the store is dropped.
@@ -33,7 +33,20 @@ pub(super) async fn receive_pushes(
                     client.hub.deliver(&payload);
                 }
             }
-            PushKind::Subscribe => client.hub.set_subscribed(true),
+            PushKind::Subscribe => {
+                let channel = push.data.into_iter().next();
+                let channel = channel.and_then(|name| redis::from_redis_value::<String>(name).ok());
+                match channel {
+                    Some(name) if name == client.channel => client.hub.set_subscribed(true),
+                    // A bucket's: heard from now on, under the subscription's epoch.
+                    Some(name) => {
+                        if let Some(bucket) = listen::bucket_of_channel(&client.channel, &name) {
+                            client.interest.confirmed(bucket, client.hub.hearing());
+                        }
+                    }
+                    None => {}
+                }
+            }
             PushKind::Disconnection => client.hub.set_subscribed(false),
             _ => {}
         }
@@ -74,6 +87,11 @@ impl Subscriber {
         })
     }
 
+    /// A handle on the connection (it is multiplexed).
+    pub(super) fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
     /// Moves to the next node, if there is another.
     fn next_node(&mut self) {
         if self.urls.len() < 2 {
@@ -104,6 +122,7 @@ pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) 
             return;
         };
         client.hub.prune();
+        client.unsubscribe_idle().await;
         let timeout = client.config.response_timeout;
         if let Connection::Cluster(connection) = &client.connection {
             let mut connection = connection.clone();
@@ -148,6 +167,10 @@ pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) 
                 client.hub.set_subscribed(true);
             } else {
                 subscriber.next_node();
+                *client
+                    .listener
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = subscriber.connection();
             }
         }
     }

@@ -176,9 +176,10 @@ async fn eight_replicas_get_one_lease_per_key_on_every_shard_and_all_waiters_wak
     assert!(waiters.values().all(|w| w.len() == replicas.len() - 1));
 
     // Every waiter watches, then every owner publishes.
-    let mut watches = Vec::new();
+    let (mut watches, mut heard) = (Vec::new(), Vec::new());
     for (key, _) in &keys {
         for &r in &waiters[key.value()] {
+            heard.push(replicas[r].listen(key).await);
             watches.push((key.clone(), r, replicas[r].watch(key)));
         }
     }
@@ -343,6 +344,8 @@ async fn a_notice_reaches_a_subscriber_after_a_slot_migration() {
     let slot = cluster::slot(key.value().as_bytes());
     let from = cluster.owner(slot);
 
+    let _heard = b.listen(&key).await;
+
     let waiter = b.watch(&key);
     put(&a, &key, "before").await;
     assert!(matches!(
@@ -354,6 +357,7 @@ async fn a_notice_reaches_a_subscriber_after_a_slot_migration() {
     ));
 
     cluster.migrate_slot(slot, from, (from + 1) % MASTERS);
+    let _heard = b.listen(&key).await;
     let waiter = b.watch(&key);
     put(&a, &key, "after").await;
     let Wake::Notice(notice) = within(PROMPTLY, waiter).await.unwrap() else {
@@ -435,6 +439,7 @@ async fn a_dead_master_fails_only_its_keys_fast_and_everything_returns_after_its
     ));
     let (live_key, _) = keys.iter().find(|(_, owner)| *owner != dead).unwrap();
     subscribed(&other).await;
+    let _heard = store.listen(live_key).await;
     let waiter = store.watch(live_key);
     put(&other, live_key, "while down").await;
     assert!(matches!(
@@ -459,6 +464,7 @@ async fn a_dead_master_fails_only_its_keys_fast_and_everything_returns_after_its
         put(&store, key, "again").await;
     }
     subscribed(&other).await;
+    let _heard = other.listen(dead_key).await;
     let waiter = other.watch(dead_key);
     put(&store, dead_key, "back").await;
     assert!(matches!(
@@ -495,6 +501,7 @@ async fn wake_up_latency_of_plain_and_sharded_notices() {
         let Lease::Granted { fence, .. } = read.lease else {
             panic!()
         };
+        let _heard = b.listen(&key).await;
         let waiter = b.watch(&key);
         let started = Instant::now();
         a.publish(&key, publication(&read, fence, "v", None))

@@ -603,11 +603,14 @@ async fn a_notice_from_one_replica_wakes_a_waiter_on_another() {
     let key = key("notice");
     let mut events = b.events();
     let mut own = a.events();
+    // Each hears the key's notices (its bucket), as a load does before its first read.
+    let _a_heard = a.listen(&key).await;
 
     let read = a.read(&key, miss_lease()).await.unwrap();
     let Lease::Granted { fence, .. } = read.lease else {
         panic!()
     };
+    let _heard = b.listen(&key).await;
     let waiter = b.watch(&key);
     a.publish(&key, publication(&read, fence, "v", None))
         .await
@@ -629,6 +632,8 @@ async fn a_notice_from_one_replica_wakes_a_waiter_on_another() {
         panic!()
     };
     assert!(mine.own, "a replica can tell its own notices");
+
+    let _heard = a.listen(&key).await;
 
     let waiter = a.watch(&key);
     let Ok(Invalidated::Fenced { fence }) = b.invalidate(&key).await else {
@@ -657,6 +662,7 @@ async fn a_dropped_subscription_is_reported_and_restored() {
     let store = store(&redis);
     subscribed(&store).await;
     let mut events = store.events();
+    let _heard = store.listen(&key("dropped")).await;
     let waiter = store.watch(&key("dropped"));
     redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert_eq!(

@@ -1,0 +1,105 @@
+//! Which notices a replica hears: those of the keys it loads or keeps a memory copy of
+//! (and of keys that share a notice bucket with them), not every key's. Against a real
+//! `redis-server` each test starts for itself (skipped, loudly, without one;
+//! `STAMPEDE_REQUIRE_REDIS=1` makes that a failure).
+use crate::common;
+
+use common::{bounded, eventually, patient_replica, AppError};
+use stampede::{Backend, Cache, Policy, Runtime};
+use std::time::Duration;
+use testkit::RedisServer;
+
+fn cache(runtime: &Runtime, name: &str) -> Cache<u64, String, AppError> {
+    let policy = Policy::builder(name)
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    Cache::builder(policy).runtime(runtime).build()
+}
+
+async fn load(cache: &Cache<u64, String, AppError>, key: u64, value: &str) -> String {
+    let value = value.to_owned();
+    bounded(cache.load(key, move || async move { Ok(value) }))
+        .await
+        .unwrap()
+}
+
+fn received(runtime: &Runtime) -> u64 {
+    runtime.backend_stats().unwrap().notices_received
+}
+
+/// Loads keys until one is kept in memory: the subscription is up (a copy made before
+/// would be dropped when it comes up).
+async fn subscribed(runtime: &Runtime, cache: &Cache<u64, String, AppError>, key: u64) {
+    load(cache, key, "probe").await;
+    eventually(|| {
+        runtime
+            .backend_stats()
+            .is_some_and(|stats| stats.subscribed)
+    })
+    .await;
+    bounded(async {
+        while cache.peek(&key).is_none() {
+            cache.invalidate(&key).await.unwrap();
+            load(cache, key, "probe").await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_hears_the_keys_it_holds_and_not_every_key() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (quiet, busy) = (
+        patient_replica(Backend::tiered(redis.url())),
+        patient_replica(Backend::tiered(redis.url())),
+    );
+    let (held, written) = (cache(&quiet, "notices"), cache(&busy, "notices"));
+    subscribed(&quiet, &held, 1).await;
+    subscribed(&busy, &written, 2).await;
+    let before = received(&quiet);
+    // 200 writes of keys the quiet replica never loaded, then an invalidation of the one
+    // key it holds. Redis sends a subscriber its messages in the order it published
+    // them, so once the invalidation arrived every earlier notice that was to reach it
+    // did.
+    for key in 1_000..1_200 {
+        load(&written, key, "v").await;
+    }
+    bounded(written.invalidate(&1)).await.unwrap();
+    eventually(|| held.peek(&1).is_none()).await;
+    let heard = received(&quiet) - before;
+    // One bucket of 4,096 is the quiet replica's: of the 200 keys, the few that share it.
+    assert!(
+        heard < 10,
+        "the quiet replica heard {heard} notices; every replica used to hear all 201"
+    );
+    let buckets = quiet.backend_stats().unwrap().notice_buckets;
+    assert_eq!(buckets, 1, "key 1's");
+    // The writer hears its own 200 publishes: it loaded those keys.
+    eventually(|| received(&busy) >= 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_subscription_drops_a_new_copy_hears_its_key_again() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (one, other) = (
+        patient_replica(Backend::tiered(redis.url())),
+        patient_replica(Backend::tiered(redis.url())),
+    );
+    let (held, writer) = (cache(&one, "renewed"), cache(&other, "renewed"));
+    subscribed(&one, &held, 5).await;
+    redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    eventually(|| !one.backend_stats().unwrap().subscribed || held.peek(&5).is_none()).await;
+    // Back under a new subscription: the copy the next load makes relies on the key's
+    // bucket being subscribed again, which that load confirms before its first read.
+    subscribed(&one, &held, 5).await;
+    assert!(held.peek(&5).is_some(), "kept in memory");
+    bounded(writer.invalidate(&5)).await.unwrap();
+    eventually(|| held.peek(&5).is_none()).await;
+    assert_eq!(load(&held, 5, "after").await, "after");
+}
