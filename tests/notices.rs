@@ -6,6 +6,7 @@ use crate::common;
 
 use common::{bounded, eventually, patient_replica, AppError};
 use stampede::{Backend, Cache, Policy, Runtime};
+use std::sync::Arc;
 use std::time::Duration;
 use testkit::RedisServer;
 
@@ -102,4 +103,89 @@ async fn after_the_subscription_drops_a_new_copy_hears_its_key_again() {
     bounded(writer.invalidate(&5)).await.unwrap();
     eventually(|| held.peek(&5).is_none()).await;
     assert_eq!(load(&held, 5, "after").await, "after");
+}
+
+/// The reads a replica sent to Redis (found or not).
+fn reads(runtime: &Runtime) -> u64 {
+    let stats = runtime.backend_stats().unwrap();
+    stats.hits + stats.misses
+}
+
+/// One replica loads `value` while another waits for it: how many reads the waiter sent
+/// after it began to wait.
+async fn reads_after_the_wake(value: String) -> Option<u64> {
+    let redis = RedisServer::start()?;
+    let (loading, waiting) = (
+        patient_replica(Backend::redis(redis.url())),
+        patient_replica(Backend::redis(redis.url())),
+    );
+    let (loader, waiter) = (cache(&loading, "carried"), cache(&waiting, "carried"));
+    subscribed_redis(&loading, &loader).await;
+    subscribed_redis(&waiting, &waiter).await;
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let load = tokio::spawn({
+        let (loader, entered, release, value) = (
+            loader.clone(),
+            entered.clone(),
+            release.clone(),
+            value.clone(),
+        );
+        async move {
+            loader
+                .load(7, move || async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    Ok::<_, AppError>(value)
+                })
+                .await
+        }
+    });
+    bounded(entered.notified()).await;
+    let wait = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.load(7, || async { Ok("not mine".to_owned()) }).await }
+    });
+    eventually(|| waiter.stats().lease_waits == 1).await;
+    // The waiter read the key (the holder's lease) before it began to wait.
+    let before = reads(&waiting);
+    release.notify_one();
+    assert_eq!(bounded(load).await.unwrap(), Ok(value.clone()));
+    assert_eq!(bounded(wait).await.unwrap(), Ok(value));
+    Some(reads(&waiting) - before)
+}
+
+/// Until a redis-backend replica's subscription is up (its first load connects it).
+async fn subscribed_redis(runtime: &Runtime, cache: &Cache<u64, String, AppError>) {
+    bounded(async {
+        loop {
+            load(cache, u64::MAX, "probe").await;
+            if runtime
+                .backend_stats()
+                .is_some_and(|stats| stats.subscribed)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_on_another_replica_is_answered_by_the_publish_notice_itself() {
+    let Some(reads) = reads_after_the_wake("small".to_owned()).await else {
+        return;
+    };
+    assert_eq!(reads, 0, "the value came with the notice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_too_large_to_ride_along_is_read_after_the_notice() {
+    let Some(reads) = reads_after_the_wake("x".repeat(4096)).await else {
+        return;
+    };
+    assert_eq!(reads, 1, "one read after the notice");
 }

@@ -13,6 +13,8 @@
 //! p99 and the longest any caller waited. `--pause MS` pauses Redis (`CLIENT PAUSE`)
 //! halfway through each run, while an origin call is running, and counts the origin calls
 //! per expiry outside the pause (from one expiry after it ends).
+mod notices;
+
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use stampede::{Backend, Cache, Policy, Runtime};
 
-const USAGE: &str = "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--pause MS] [--chart SVG]
+const USAGE: &str = "usage: herd --fleet N [--cluster] [--rate REQ_PER_S] [--duration SECONDS] [--origin-ms MS] [--pause MS] [--chart SVG] [--keys M]
 
 The herd across N replicas (independent runtimes in this process) sharing one Redis:
   --fleet       replicas, 1..=64
@@ -30,6 +32,8 @@ The herd across N replicas (independent runtimes in this process) sharing one Re
   --origin-ms   origin latency in milliseconds (default 50)
   --pause       pause Redis (CLIENT PAUSE) this many milliseconds halfway through each run
   --chart       also draw origin calls per 100 ms for each strategy into this SVG file
+  --keys        also write M keys spread over the replicas and count the notices each
+                replica receives (what a fleet's notices cost)
 Needs `redis-server` and `redis-cli` on PATH (apt-get install redis-server).";
 
 #[derive(Debug, Clone)]
@@ -41,6 +45,7 @@ struct Settings {
     origin_latency: Duration,
     pause: Option<Duration>,
     chart: Option<std::path::PathBuf>,
+    keys: Option<u64>,
 }
 
 /// Values are fresh this long in every strategy; the lease is longer than any origin call.
@@ -69,6 +74,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
         origin_latency: Duration::from_millis(50),
         pause: None,
         chart: None,
+        keys: None,
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -78,7 +84,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
                 settings.cluster = true;
                 continue;
             }
-            "--fleet" | "--rate" | "--duration" | "--origin-ms" | "--pause" | "--chart" => {}
+            "--fleet" | "--rate" | "--duration" | "--origin-ms" | "--pause" | "--chart"
+            | "--keys" => {}
             other => return Err(format!("unknown flag `{other}`")),
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -95,6 +102,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
             }
             "--pause" => settings.pause = Some(Duration::from_millis(number("milliseconds")?)),
             "--chart" => settings.chart = Some(value.into()),
+            "--keys" => match number("keys")? {
+                n @ 1..=1_000_000 => settings.keys = Some(n),
+                n => return Err(format!("--keys takes 1 to 1000000 keys, not {n}")),
+            },
             _ => unreachable!("every flag was matched above"),
         }
     }
@@ -304,6 +315,33 @@ fn run(settings: &Settings) -> ExitCode {
             at(0.99),
             format!("{:.2?}", row.caller_p99),
             format!("{:.2?}", row.longest_wait),
+        );
+    }
+    if let Some(keys) = settings.keys {
+        let report = runtime.block_on(notices::measure(settings.replicas, keys, &store));
+        let one_channel = 1.0 - 1.0 / settings.replicas as f64;
+        println!(
+            "\nnotices: {keys} keys spread over {} tiered replicas, each written 3 times ({:.2?})\n",
+            settings.replicas, report.took
+        );
+        println!(
+            "{:>8} {:>11} {:>34} {:>20} {:>18}",
+            "writes",
+            "deliveries",
+            "per replica and write, keys not held",
+            "buckets per replica",
+            "Redis CPU per write"
+        );
+        println!(
+            "{:>8} {:>11} {:>34} {:>20.1} {:>18}",
+            report.writes,
+            report.deliveries,
+            format!(
+                "{:.4} (one channel: {one_channel:.4})",
+                report.foreign_per_write
+            ),
+            report.buckets_per_replica,
+            format!("{:.2?}", report.redis_cpu_per_write),
         );
     }
     if let Some(path) = &settings.chart {

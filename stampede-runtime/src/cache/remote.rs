@@ -8,7 +8,7 @@ use super::{notices, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::{Envelope, State};
-use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken, Wake};
+use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice, Wake};
 use crate::remote::tier::{Found, Tier, Wrote};
 use std::sync::Arc;
 use std::time::Duration;
@@ -222,6 +222,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let mut waiting = tracing::Span::none();
         if purpose == LeaseFor::Miss && takes_lease {
             let (mut waited, mut rereads) = (false, 0);
+            // The notice that ended the last wait, if one did.
+            let mut noticed = None;
             loop {
                 recompute = recompute
                     .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
@@ -249,15 +251,36 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     let quiet = self.quiet_after(recompute);
                     let wake = tier.watch(&found.key);
                     let Found { key, watching, .. } = found;
-                    found = read(key, recompute, watching)
-                        .instrument(waiting.clone())
-                        .await;
+                    // The holder's publish brought its value: no read needed, unless the
+                    // value cannot be served as it is (then the read decides).
+                    let carried = noticed
+                        .take()
+                        .and_then(|notice| tier.read_in_notice(&notice));
+                    found = match carried {
+                        Some(carried) => {
+                            let (now, generation) = (self.clock.now(), self.next_generation());
+                            let settled =
+                                tier.settle(key, carried, None, now, generation, watching);
+                            let settled = settled.await;
+                            if settled.envelope.is_some() {
+                                settled
+                            } else {
+                                let Found { key, watching, .. } = settled;
+                                read(key, recompute, watching).await
+                            }
+                        }
+                        None => {
+                            read(key, recompute, watching)
+                                .instrument(waiting.clone())
+                                .await
+                        }
+                    };
                     if let Some(holder) = found.holder() {
                         // Until a notice, the holder goes quiet, or this wait is overdue.
                         let wait = (holder.remaining)
                             .min(quiet.saturating_sub(holder.silent_for))
                             .min(own_lease.saturating_sub(holder.held_for));
-                        wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT))
+                        noticed = wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT))
                             .instrument(waiting.clone())
                             .await;
                     }
@@ -401,16 +424,17 @@ async fn wait_for_notice(
     wake: tokio::sync::oneshot::Receiver<Wake>,
     mut subscription: tokio::sync::watch::Receiver<bool>,
     wait: Duration,
-) {
+) -> Option<Notice> {
     let woken = async {
         match wake.await {
-            Ok(Wake::Notice(_)) => {}
+            Ok(Wake::Notice(notice)) => Some(notice),
             Ok(Wake::SubscriptionLost) | Err(_) => {
                 let _ = subscription.wait_for(|up| *up).await;
+                None
             }
         }
     };
-    let _ = tokio::time::timeout(wait, woken).await;
+    tokio::time::timeout(wait, woken).await.ok().flatten()
 }
 
 /// How often a miss reads again when the store's value expired between the store's clock

@@ -83,6 +83,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
             key: tier.address(&key).unwrap().value().to_owned(),
             fence: u64::MAX >> 1,
             own: false,
+            value: None,
         };
         events.send(StoreEvent::Notice(notice)).unwrap();
         let cache = cache.clone();

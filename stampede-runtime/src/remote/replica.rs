@@ -194,6 +194,11 @@ impl Remote {
         read
     }
 
+    /// Whether anything is owed to the store (an invalidation it could not take yet).
+    pub(crate) fn owes(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
     /// Sends `key`'s owed invalidation, if any; fails while a sweep of its cache is owed.
     async fn settle_owed_for(&self, key: &EntryKey) -> Result<(), StoreError> {
         let (entry, swept) = {

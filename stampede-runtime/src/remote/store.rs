@@ -276,6 +276,9 @@ pub(crate) struct Notice {
     pub(crate) fence: u64,
     /// Sent by this store instance (a replica ignores its own notices).
     pub(crate) own: bool,
+    /// A publish's envelope, when it was small enough to ride along: a waiter answers
+    /// from it without reading the key again.
+    pub(crate) value: Option<std::sync::Arc<[u8]>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -452,6 +455,10 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
 
     /// Whether the notice subscription is up, to wait for it to come up.
     fn subscription(&self) -> watch::Receiver<bool>;
+
+    /// The server's clock as of the latest read, while it is recent enough to judge a
+    /// value by (never behind the server).
+    fn clock(&self) -> Option<ServerClock>;
 
     /// This replica's id: 16 hex digits, random per connection, in its notices and (the
     /// first 8) in its lease tokens.

@@ -36,7 +36,7 @@ use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
 use super::store::{
-    Lease, LeaseRequest, Listening, Notice, NoticeKind, Published, StoreError, Wake,
+    Lease, LeaseRequest, Listening, Notice, NoticeKind, Published, Read, StoreError, Wake,
 };
 use super::wire::WireError;
 use crate::clock::Instant;
@@ -364,6 +364,39 @@ where
                 };
             }
         };
+        self.settle(entry, read, lease, now, generation, watching)
+            .await
+    }
+
+    /// What another replica's publish `notice` carried, as the read it saves would have
+    /// found it. `None` when a read must decide instead: no envelope rode along, the
+    /// notice is this replica's own, invalidations are owed, or no recent server clock
+    /// can judge the value.
+    pub(crate) fn read_in_notice(&self, notice: &Notice) -> Option<Read> {
+        let value = notice.value.as_ref()?;
+        if notice.own || notice.kind != NoticeKind::Published || self.remote.owes() {
+            return None;
+        }
+        Some(Read {
+            clock: self.remote.store().clock()?,
+            envelope: Some(value.to_vec()),
+            fence: notice.fence,
+            lease: Lease::NotTaken,
+            incarnation: String::new(),
+        })
+    }
+
+    /// The second half of [`Tier::find`]: what `read` found, for the load `watching`
+    /// registered.
+    pub(crate) async fn settle(
+        &self,
+        entry: EntryKey,
+        read: Read,
+        lease: Option<LeaseRequest>,
+        now: Instant,
+        generation: u64,
+        watching: Loading<K, V>,
+    ) -> Found<K, V> {
         watching.saw(read.fence);
         let (read, envelope, too_large) =
             (self.current(&entry, read, lease, now, generation, &watching)).await;

@@ -137,6 +137,9 @@ impl NoticeHub {
     }
 
     fn parse(&self, payload: &[u8]) -> Option<Notice> {
+        if let Some(rest) = payload.strip_prefix(b"v ") {
+            return self.parse_with_value(rest);
+        }
         let text = std::str::from_utf8(payload).ok()?;
         let mut parts = text.splitn(4, ' ');
         let kind = match parts.next()? {
@@ -154,6 +157,27 @@ impl NoticeHub {
             key,
             fence,
             own,
+            value: None,
+        })
+    }
+
+    /// A publish with its envelope: `v <fence> <node> <key length> <key><envelope>`,
+    /// the key's length in bytes, the envelope's bytes as stored.
+    fn parse_with_value(&self, rest: &[u8]) -> Option<Notice> {
+        let mut fields = rest.splitn(4, |&byte| byte == b' ');
+        let number = |field: &[u8]| std::str::from_utf8(field).ok()?.parse::<u64>().ok();
+        let fence = number(fields.next()?)?;
+        let own = fields.next()? == self.node.as_bytes();
+        let key_len = usize::try_from(number(fields.next()?)?).ok()?;
+        let tail = fields.next()?;
+        let key = std::str::from_utf8(tail.get(..key_len)?).ok()?.to_owned();
+        let envelope = tail.get(key_len..)?;
+        Some(Notice {
+            kind: NoticeKind::Published,
+            key,
+            fence,
+            own,
+            value: Some(envelope.into()),
         })
     }
 

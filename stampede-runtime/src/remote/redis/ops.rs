@@ -23,6 +23,10 @@ const FAST_READ_MARGIN_MS: u64 = 2;
 /// be one we wrote (the publisher's estimate of the server's clock lags a little).
 const DEADLINE_SLACK_MS: u64 = 1000;
 
+/// The largest envelope a publish notice carries (see `lua/publish.lua`): each replica
+/// that hears the key receives it, and one waiting for it answers without a read.
+const NOTICE_VALUE_MAX: usize = 2048;
+
 /// What the read script answers (see `lua/read.lua`).
 type ReadReply = (
     u64,
@@ -212,7 +216,8 @@ impl Client {
                     .arg(self.hub.node())
                     .arg(token.as_str())
                     .arg(millis(publication.recompute))
-                    .arg(publication.incarnation.as_str());
+                    .arg(publication.incarnation.as_str())
+                    .arg(NOTICE_VALUE_MAX);
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
@@ -409,6 +414,15 @@ impl RemoteStore for RedisStore {
 
     fn hearing(&self) -> u64 {
         self.client.hub.hearing()
+    }
+
+    fn clock(&self) -> Option<ServerClock> {
+        let clock = *self
+            .client
+            .clock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        clock.filter(|clock| clock.age() < FAST_READ_CLOCK_AGE)
     }
 
     fn replica(&self) -> &str {

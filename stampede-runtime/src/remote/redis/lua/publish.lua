@@ -1,5 +1,5 @@
 -- publish(value, lease, fence; fence, envelope, keep_until_ms, version or '', channel, node,
---         token or '', recompute_ms, run id of the read or '')
+--         token or '', recompute_ms, run id of the read or '', largest envelope announced)
 --   -> {'stored' | 'fence' | 'restarted' | 'version' | 'expired' | 'memory', notices sent}
 -- Check first, write next, announce last: a script that fails halfway keeps its writes.
 -- A refusal is announced too ('r'), so replicas waiting on this load read again at once
@@ -37,5 +37,11 @@ if not wrote(redis.pcall('SET', KEYS[1], ARGV[2], 'PX', ttl)) then return refuse
 if owner then redis.call('DEL', KEYS[2]) end
 -- The recompute time outlives the value, for whoever waits on the next lease.
 write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl))
-notice(ARGV[5], 'p', fence, ARGV[6])
+-- A small envelope rides along ('v'): replicas waiting for it answer without reading it.
+if #ARGV[2] <= tonumber(ARGV[10]) then
+  local head = 'v ' .. digits(fence) .. ' ' .. ARGV[6] .. ' ' .. #KEYS[1] .. ' '
+  redis.call('PUBLISH', ARGV[5], head .. KEYS[1] .. ARGV[2])
+else
+  notice(ARGV[5], 'p', fence, ARGV[6])
+end
 return { 'stored', 1 }

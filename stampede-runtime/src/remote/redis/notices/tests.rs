@@ -93,3 +93,33 @@ fn a_waiter_registering_while_the_subscription_drops_is_always_woken() {
     }
     assert_eq!(stranded, 0, "waiters never woken in {ROUNDS} rounds");
 }
+
+#[test]
+fn a_publish_notice_carries_its_envelope_bytes_as_they_are() {
+    let hub = NoticeHub::new("n1".into());
+    hub.set_subscribed(true);
+    let mut waiter = hub.watch("k:{a b}");
+    let mut payload = b"v 17 n2 7 k:{a b}".to_vec();
+    let envelope = [0u8, 0xff, b' ', b'\n', 42];
+    payload.extend_from_slice(&envelope);
+    hub.deliver(&payload);
+    let Wake::Notice(notice) = waiter.try_recv().unwrap() else {
+        panic!("woken by the notice")
+    };
+    assert_eq!(
+        (notice.kind, notice.key.as_str(), notice.fence, notice.own),
+        (NoticeKind::Published, "k:{a b}", 17, false)
+    );
+    assert_eq!(notice.value.as_deref(), Some(&envelope[..]));
+    // A key length past the payload, or not a number: not ours, ignored.
+    hub.deliver(b"v 18 n2 99 k:{a b}");
+    hub.deliver(b"v 18 n2 x k:{a b}");
+    hub.deliver(b"v 18 n2");
+    assert_eq!(hub.received(), 1);
+    let mut own = hub.watch("k");
+    hub.deliver(b"v 19 n1 1 k");
+    let Wake::Notice(notice) = own.try_recv().unwrap() else {
+        panic!()
+    };
+    assert!(notice.own && notice.value.as_deref() == Some(&[][..]));
+}
