@@ -111,9 +111,11 @@ fn reads(runtime: &Runtime) -> u64 {
     stats.hits + stats.misses
 }
 
-/// One replica loads `value` while another waits for it: how many reads the waiter sent
-/// after it began to wait.
-async fn reads_after_the_wake(value: String) -> Option<u64> {
+/// Five times, on five keys: one replica loads `value` while another waits for it. The
+/// reads the waiter sent from just before the load ended to its answer, each time. A
+/// waiter also reads again by itself while it waits (each few hundred milliseconds, to
+/// see the holder is alive), so one of those may fall in the window too.
+async fn reads_after_the_wake(value: String) -> Option<Vec<u64>> {
     let redis = RedisServer::start()?;
     let (loading, waiting) = (
         patient_replica(Backend::redis(redis.url())),
@@ -122,39 +124,47 @@ async fn reads_after_the_wake(value: String) -> Option<u64> {
     let (loader, waiter) = (cache(&loading, "carried"), cache(&waiting, "carried"));
     subscribed_redis(&loading, &loader).await;
     subscribed_redis(&waiting, &waiter).await;
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let load = tokio::spawn({
-        let (loader, entered, release, value) = (
-            loader.clone(),
-            entered.clone(),
-            release.clone(),
-            value.clone(),
+    let mut counts = Vec::new();
+    for key in 0..5 {
+        let (entered, release) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
         );
-        async move {
-            loader
-                .load(7, move || async move {
-                    entered.notify_one();
-                    release.notified().await;
-                    Ok::<_, AppError>(value)
-                })
-                .await
-        }
-    });
-    bounded(entered.notified()).await;
-    let wait = tokio::spawn({
-        let waiter = waiter.clone();
-        async move { waiter.load(7, || async { Ok("not mine".to_owned()) }).await }
-    });
-    eventually(|| waiter.stats().lease_waits == 1).await;
-    // The waiter read the key (the holder's lease) before it began to wait.
-    let before = reads(&waiting);
-    release.notify_one();
-    assert_eq!(bounded(load).await.unwrap(), Ok(value.clone()));
-    assert_eq!(bounded(wait).await.unwrap(), Ok(value));
-    Some(reads(&waiting) - before)
+        let load = tokio::spawn({
+            let (loader, entered, release, value) = (
+                loader.clone(),
+                entered.clone(),
+                release.clone(),
+                value.clone(),
+            );
+            async move {
+                loader
+                    .load(key, move || async move {
+                        entered.notify_one();
+                        release.notified().await;
+                        Ok::<_, AppError>(value)
+                    })
+                    .await
+            }
+        });
+        bounded(entered.notified()).await;
+        let waits = waiter.stats().lease_waits;
+        let wait = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                waiter
+                    .load(key, || async { Ok("not mine".to_owned()) })
+                    .await
+            }
+        });
+        eventually(|| waiter.stats().lease_waits == waits + 1).await;
+        let before = reads(&waiting);
+        release.notify_one();
+        assert_eq!(bounded(load).await.unwrap(), Ok(value.clone()));
+        assert_eq!(bounded(wait).await.unwrap(), Ok(value.clone()));
+        counts.push(reads(&waiting) - before);
+    }
+    Some(counts)
 }
 
 /// Until a redis-backend replica's subscription is up (its first load connects it).
@@ -179,7 +189,11 @@ async fn a_waiter_on_another_replica_is_answered_by_the_publish_notice_itself() 
     let Some(reads) = reads_after_the_wake("small".to_owned()).await else {
         return;
     };
-    assert_eq!(reads, 0, "the value came with the notice");
+    // Were every wake followed by a read, no round would be without one.
+    assert!(
+        reads.contains(&0),
+        "the value came with the notice, yet each wake read: {reads:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,5 +201,8 @@ async fn a_value_too_large_to_ride_along_is_read_after_the_notice() {
     let Some(reads) = reads_after_the_wake("x".repeat(4096)).await else {
         return;
     };
-    assert_eq!(reads, 1, "one read after the notice");
+    assert!(
+        reads.iter().all(|&n| n >= 1),
+        "a read after every wake: {reads:?}"
+    );
 }
