@@ -37,7 +37,7 @@ async fn load(cache: &Cache<u64, String, AppError>, calls: &Arc<AtomicUsize>, ke
 
 /// How many value keys of the cache `name` each master holds.
 fn keys_per_master(cluster: &RedisCluster, name: &str) -> Vec<usize> {
-    let pattern = format!("stampede:2:{{{name}:*}}");
+    let pattern = format!("stampede:3:{{{name}:*}}");
     (0..3)
         .map(|i| {
             cluster

@@ -466,7 +466,7 @@ async fn a_tag_reaches_entries_on_every_shard_of_a_cluster() {
     for id in 0..60 {
         origin.load(&first, (7, id)).await;
     }
-    let pattern = "stampede:2:{spread:*";
+    let pattern = "stampede:3:{spread:*";
     let per_master: Vec<usize> = (0..3)
         .map(|i| {
             cluster

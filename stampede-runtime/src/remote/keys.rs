@@ -1,4 +1,4 @@
-//! Keys in the shared store: `prefix:2:{name:v<version>:<encoded key>}`.
+//! Keys in the shared store: `prefix:3:{name:v<version>:<encoded key>}`.
 //!
 //! Every replica of every build must compute the same Redis key for the same cache entry,
 //! and two different entries must never share one (that would serve one user's value to
@@ -7,13 +7,15 @@
 //!
 //! # Layout
 //! ```text
-//! stampede:2:{user-profile:v1:acme:42}          the value (a wire envelope)
-//! stampede:2:{user-profile:v1:acme:42}:lease    who is loading it now
-//! stampede:2:{user-profile:v1:acme:42}:fence    the fence, and the source-version mark
-//! stampede:2:notices                            the channel every replica listens on
+//! stampede:3:{user-profile:v1:acme:42}          the value (a wire envelope)
+//! stampede:3:{user-profile:v1:acme:42}:lease    who is loading it now
+//! stampede:3:{user-profile:v1:acme:42}:fence    the fence, and the source-version mark
+//! stampede:3:notices                            tag notices; every replica listens
+//! stampede:3:notices:2a7                        one of 4,096 buckets of key notices
 //! ```
-//! `2` is the layout of keys and envelopes ([`LAYOUT`]): a change to either bumps it, so
-//! builds of different layouts never read each other's entries as the same key.
+//! `3` is the layout of keys, envelopes and notices ([`LAYOUT`]): a change to any bumps
+//! it, so builds of different layouts never read each other's entries as the same key,
+//! nor publish notices where the other does not listen.
 //! Redis Cluster hashes only the text between the first `{` and the next `}` (the hash
 //! tag), so the value and its derived keys share one slot and one Lua script may touch
 //! them all. The prefix, the name and the key are escaped, so no `{` or `}` can move the
@@ -34,10 +36,10 @@ pub(crate) struct EntryKey {
 }
 
 /// The layout of keys and envelopes, written into every key.
-pub(crate) const LAYOUT: u32 = 2;
+pub(crate) const LAYOUT: u32 = 3;
 
 impl EntryKey {
-    /// `prefix:2:{name:v<version>:<encoded key>}`.
+    /// `prefix:3:{name:v<version>:<encoded key>}`.
     pub(crate) fn new<K: Serialize + ?Sized>(
         prefix: &str,
         name: &str,
@@ -113,7 +115,7 @@ impl fmt::Display for EntryKey {
     }
 }
 
-/// The key holding `tag`'s version: `prefix:2:tag:{<tag>}`, a slot of its own per tag.
+/// The key holding `tag`'s version: `prefix:3:tag:{<tag>}`, a slot of its own per tag.
 pub(crate) fn tag_key(prefix: &str, tag: &str) -> String {
     let mut key = String::new();
     escape_into(&mut key, prefix);

@@ -7,10 +7,10 @@
 //!
 //! # One entry in Redis
 //! ```text
-//! stampede:2:{user-profile:v1:acme:42}        envelope (wire format), PX = keep_until
-//! stampede:2:{user-profile:v1:acme:42}:lease  "<fence> <token> <granted ms> [<recompute ms>]", PX = lease TTL
-//! stampede:2:{user-profile:v1:acme:42}:fence  "<fence>" or "<fence> <mark>": raised by leases and invalidations
-//! stampede:2:notices                          channel: `<p|i|r> <fence> <node> <value key>`
+//! stampede:3:{user-profile:v1:acme:42}        envelope (wire format), PX = keep_until
+//! stampede:3:{user-profile:v1:acme:42}:lease  "<fence> <token> <granted ms> [<recompute ms>]", PX = lease TTL
+//! stampede:3:{user-profile:v1:acme:42}:fence  "<fence>" or "<fence> <mark>": raised by leases and invalidations
+//! stampede:3:notices                          channel: `<p|i|r> <fence> <node> <value key>`
 //! ```
 //! All three keys share the hash tag, so each script touches one cluster slot.
 //!

@@ -14,23 +14,23 @@ fn encode<K: Serialize + ?Sized>(key: &K) -> String {
 fn strings_integers_and_tuples_of_them_stay_readable() {
     assert_eq!(
         encode(&("acme", 42u64)),
-        "stampede:2:{user-profile:v1:acme:42}"
+        "stampede:3:{user-profile:v1:acme:42}"
     );
     assert_eq!(
         encode(&"alice@example.com"),
-        "stampede:2:{user-profile:v1:alice@example.com}"
+        "stampede:3:{user-profile:v1:alice@example.com}"
     );
-    assert_eq!(encode(&-7i32), "stampede:2:{user-profile:v1:-7i32}");
+    assert_eq!(encode(&-7i32), "stampede:3:{user-profile:v1:-7i32}");
 }
 
 #[test]
 fn separators_braces_and_the_escape_char_are_escaped() {
     assert_eq!(
         encode(&"a:b{c}%d"),
-        "stampede:2:{user-profile:v1:a%3Ab%7Bc%7D%25d}"
+        "stampede:3:{user-profile:v1:a%3Ab%7Bc%7D%25d}"
     );
     let key = EntryKey::new("my{app}", "na:me", 2, &"x").unwrap();
-    assert_eq!(key.value(), "my%7Bapp%7D:2:{na%3Ame:v2:x}");
+    assert_eq!(key.value(), "my%7Bapp%7D:3:{na%3Ame:v2:x}");
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn strings_that_read_as_numbers_are_marked() {
     let text = encode(&Either::Text("42".into()));
     let number = encode(&Either::Number(42));
     assert_ne!(text, number);
-    assert_eq!(text, "stampede:2:{user-profile:v1:'42}");
+    assert_eq!(text, "stampede:3:{user-profile:v1:'42}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn compound_shapes_get_unambiguous_forms() {
         Pair(u8, u8),
         Named { id: u8 },
     }
-    let body = |k: String| k["stampede:2:{user-profile:v1:".len()..k.len() - 1].to_owned();
+    let body = |k: String| k["stampede:3:{user-profile:v1:".len()..k.len() - 1].to_owned();
     assert_eq!(body(encode(&())), "()");
     assert_eq!(body(encode(&None::<u8>)), "~");
     assert_eq!(body(encode(&Some("a"))), "+a");
@@ -132,7 +132,7 @@ fn derived_keys_share_the_value_keys_cluster_slot() {
     // The hash tag is the whole entry, not a fragment an escaped brace could cut short.
     assert_eq!(
         hash_tag(key.value()),
-        &key.value()["stampede:2:{".len()..key.value().len() - 1]
+        &key.value()["stampede:3:{".len()..key.value().len() - 1]
     );
 }
 
@@ -400,17 +400,17 @@ fn every_stored_key_of_an_entry_names_that_entry() {
         }
     }
     assert!(EntryKey::of_stored("stampede:no-tag").is_none());
-    assert!(EntryKey::of_stored("stampede:2:{a:v0:1}:other").is_none());
+    assert!(EntryKey::of_stored("stampede:3:{a:v0:1}:other").is_none());
 }
 
 #[test]
 fn the_cache_pattern_escapes_glob_syntax_in_prefix_and_name() {
     assert_eq!(
         EntryKey::cache_pattern("stampede", "user-profile", 2),
-        "stampede:2:{user-profile:v2:*"
+        "stampede:3:{user-profile:v2:*"
     );
     assert_eq!(
         EntryKey::cache_pattern("p*", "a?b\\c^", 0),
-        "p\\*:2:{a\\?b\\\\c\\^:v0:*"
+        "p\\*:3:{a\\?b\\\\c\\^:v0:*"
     );
 }

@@ -232,12 +232,12 @@ mod tests {
     #[test]
     fn buckets_are_stable_and_spread() {
         assert_eq!(
-            bucket_of("stampede:2:v:{prices:1:42}"),
-            bucket_of("stampede:2:v:{prices:1:42}")
+            bucket_of("stampede:3:v:{prices:1:42}"),
+            bucket_of("stampede:3:v:{prices:1:42}")
         );
         let mut seen = std::collections::HashSet::new();
         for n in 0..10_000 {
-            seen.insert(bucket_of(&format!("stampede:2:v:{{prices:1:{n}}}")));
+            seen.insert(bucket_of(&format!("stampede:3:v:{{prices:1:{n}}}")));
         }
         // 4,096 × (1 − e^(−10,000/4,096)) ≈ 3,740 expected.
         assert!(
@@ -245,21 +245,21 @@ mod tests {
             "10,000 keys fell in only {} buckets",
             seen.len()
         );
-        let channel = bucket_channel("stampede:2:notices", 0xabc);
-        assert_eq!(channel, "stampede:2:notices:abc");
+        let channel = bucket_channel("stampede:3:notices", 0xabc);
+        assert_eq!(channel, "stampede:3:notices:abc");
         assert_eq!(
-            bucket_of_channel("stampede:2:notices", &channel),
+            bucket_of_channel("stampede:3:notices", &channel),
             Some(0xabc)
         );
         assert_eq!(
-            bucket_of_channel("stampede:2:notices", "stampede:2:notices"),
+            bucket_of_channel("stampede:3:notices", "stampede:3:notices"),
             None
         );
         assert_eq!(
-            bucket_of_channel("stampede:2:notices", "stampede:2:notices:fff0"),
+            bucket_of_channel("stampede:3:notices", "stampede:3:notices:fff0"),
             None
         );
-        assert_eq!(bucket_of_channel("other:2:notices", &channel), None);
+        assert_eq!(bucket_of_channel("other:3:notices", &channel), None);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Tag versions in Redis: one key per tag (`prefix:2:tag:{<tag>}`, so on a cluster each
+//! Tag versions in Redis: one key per tag (`prefix:3:tag:{<tag>}`, so on a cluster each
 //! tag's version lives on the master of its own slot and any replica can read it), raised
 //! by the `tag` script, read with one `GET` per tag.
 use super::{bump, Client};
