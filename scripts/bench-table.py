@@ -36,11 +36,15 @@ ORDER = {
     "miss_storm": ["stampede", "moka::future get_with", "cached by_key", "cached", "no cache"],
     "churn": ["stampede", "moka::sync get_with", "moka::future get_with", "cached",
               "cached by_key"],
+    "shared_hit": ["raw redis GET, same bytes", "stampede redis backend hit",
+                   "stampede redis backend hit, 3-master cluster", "stampede memory hit",
+                   "stampede tiered hit"],
 }
 CONTENDED_TASKS = 8
 STORM_CALLERS = 10_000
 STORM_ORIGIN_NS = 50e6
-TARGETS = {"fresh vs moka": 1.15, "fresh vs by_key": 0.6, "storm": 1.2}
+TARGETS = {"fresh vs moka": 1.15, "fresh vs by_key": 0.6, "storm": 1.2, "redis vs GET": 1.2,
+           "churn vs moka": 1.2}
 
 
 def criterion_dir():
@@ -167,6 +171,19 @@ def churn_table(results, notes):
     return rows
 
 
+def shared_table(results):
+    get, memory = results.get("raw redis GET, same bytes"), results.get("stampede memory hit")
+    rows = ["| a hit on the shared store (its own `redis-server`) | time per hit | × raw `GET` "
+            "| × memory hit |",
+            "|---|---:|---:|---:|"]
+    for name in ordered("shared_hit", results):
+        ns = results[name]
+        on_redis = "redis" in name
+        rows.append(f"| `{name}` | {duration(ns)} | {ratio(ns, get) if on_redis else '–'} "
+                    f"| {'–' if on_redis else ratio(ns, memory)} |")
+    return rows
+
+
 def label(name):
     if name == "stampede":
         return "**stampede** (the `#[cached]` shape)"
@@ -179,7 +196,7 @@ def verdict(met, how):
     return ("met" if met else "**missed**") + f" ({how})"
 
 
-def targets(fresh, contended, storm, storm_notes):
+def targets(fresh, contended, storm, storm_notes, churn, shared):
     lines = []
     ours, moka, by_key = fresh.get("stampede"), fresh.get("moka::sync get"), fresh.get("cached by_key")
     if ours and moka:
@@ -210,6 +227,17 @@ def targets(fresh, contended, storm, storm_notes):
         lines.append(f"- Miss storm within {TARGETS['storm']}× the origin latency plus scheduling "
                      f"({TARGETS['storm']} × 50 ms + {duration(scheduling)} = {duration(bound)}): "
                      + verdict(ours <= bound, f"{duration(ours)}"))
+    ours, moka = churn.get("stampede"), churn.get("moka::future get_with")
+    if ours and moka:
+        r = ours / moka
+        lines.append(f"- Churn within {TARGETS['churn vs moka']}× `moka::future` get_with: "
+                     + verdict(r <= TARGETS["churn vs moka"], f"{r:.2f}×"))
+    ours, get = shared.get("stampede redis backend hit"), shared.get("raw redis GET, same bytes")
+    if ours and get:
+        r = ours / get
+        lines.append(f"- Redis-backend hit within {TARGETS['redis vs GET']}× a raw `GET` of the "
+                     "same bytes: " + verdict(r <= TARGETS["redis vs GET"],
+                                               f"{r:.2f}×, {duration(ours - get)} of our own"))
     return lines
 
 
@@ -239,22 +267,24 @@ def main():
     contended, t2 = load_group(base, "contended_hit")
     storm, t3 = load_group(base, "miss_storm")
     churn, t4 = load_group(base, "churn")
+    shared, t5 = load_group(base, "shared_hit")
     storm_notes, churn_notes = load_notes(base, "miss_storm"), load_notes(base, "churn")
-    if not (fresh or contended or storm or churn):
+    if not (fresh or contended or storm or churn or shared):
         sys.exit(f"no criterion results under {base}: run `cargo bench -p stampede-benches` first")
 
-    out = [machine_line(max(t1, t2, t3, t4)),
+    out = [machine_line(max(t1, t2, t3, t4, t5)),
            "The figures are one run on this 2-core machine; the ratios are what carries over."
            + (f" {args.note}" if args.note else ""),
            ""]
     for table in (fresh_table(fresh) if fresh else None,
                   contended_table(contended) if contended else None,
                   storm_table(storm, storm_notes) if storm else None,
-                  churn_table(churn, churn_notes) if churn else None):
+                  churn_table(churn, churn_notes) if churn else None,
+                  shared_table(shared) if shared else None):
         if table:
             out += table + [""]
     out += ["Targets, as ratios from this run:", ""]
-    out += targets(fresh, contended, storm, storm_notes) + [""]
+    out += targets(fresh, contended, storm, storm_notes, churn, shared) + [""]
     if args.memory:
         out += ["Memory (`cargo run --release -p stampede-benches --bin memory`, same machine):", ""]
         out += memory_tables() + [""]

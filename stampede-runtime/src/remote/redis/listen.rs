@@ -150,6 +150,11 @@ impl Interest {
         idle
     }
 
+    /// Whether [`Interest::idle`] would find any.
+    pub(crate) fn any_idle(&self, now: Instant) -> bool {
+        (self.buckets().values()).any(|held| held.users == 0 && held.until <= now)
+    }
+
     /// How many buckets are in use or kept.
     pub(crate) fn len(&self) -> usize {
         self.buckets().len()
@@ -206,6 +211,10 @@ impl Client {
 
     /// Unsubscribes from the buckets nothing uses any more (the heartbeat's, once a tick).
     pub(super) async fn unsubscribe_idle(&self) {
+        // Most ticks find nothing idle: they wait for no subscribe in flight.
+        if !self.interest.any_idle(Instant::now()) {
+            return;
+        }
         let _alone = self.subscribing.write().await;
         let idle = self.interest.idle(Instant::now());
         if idle.is_empty() {
@@ -291,6 +300,7 @@ mod tests {
         interest.release(2, Duration::from_secs(7200));
         interest.release(3, Duration::ZERO);
         interest.keep(3, Duration::MAX);
+        assert!(interest.any_idle(later));
         assert_eq!(interest.idle(later), [1]);
         assert_eq!(interest.len(), 2);
         let much_later = later + Duration::from_secs(7200);
