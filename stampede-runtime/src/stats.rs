@@ -128,8 +128,9 @@ pub struct BackendStats {
     /// a use for (a load running, a memory copy) and of keys that share a notice bucket
     /// with them, not of every key.
     pub notices_received: u64,
-    /// Notice buckets this replica subscribes to now, out of 4,096: the keys it loads
-    /// or keeps copies of fall in them.
+    /// Notice buckets this replica uses now, out of 4,096 (subscribed, or being
+    /// subscribed): the keys it loads or keeps copies of fall in them, and those its loads
+    /// used in the last minute.
     pub notice_buckets: u64,
     /// This replica's subscription to notices is up. While it is down, notices from other
     /// replicas may be missed: a tiered node drops its copies of what Redis holds when it

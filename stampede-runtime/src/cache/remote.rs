@@ -224,6 +224,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             let (mut waited, mut rereads) = (false, 0);
             // The notice that ended the last wait, if one did.
             let mut noticed = None;
+            // Listening to the key again while waiting, when the load's own went deaf.
+            let mut relistened = None;
             loop {
                 recompute = recompute
                     .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
@@ -249,13 +251,20 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                         );
                     }
                     let quiet = self.quiet_after(recompute);
+                    // The bucket this load listened to may not be heard any more (the
+                    // subscription came back, or its confirmation timed out): listen
+                    // again, so the wait ends on the holder's notice, not its deadline.
+                    if !tier.hears(&found.key) {
+                        relistened = Some(tier.remote.store().listen(&found.key).await);
+                    }
                     let wake = tier.watch(&found.key);
+                    let read_fence = found.read.as_ref().map_or(0, |read| read.fence);
                     let Found { key, watching, .. } = found;
                     // The holder's publish brought its value: no read needed, unless the
                     // value cannot be served as it is (then the read decides).
                     let carried = noticed
                         .take()
-                        .and_then(|notice| tier.read_in_notice(&notice));
+                        .and_then(|notice| tier.read_in_notice(&notice, read_fence));
                     found = match carried {
                         Some(carried) => {
                             let (now, generation) = (self.clock.now(), self.next_generation());
@@ -310,6 +319,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 }
                 break;
             }
+            // Heard no longer than the wait.
+            drop(relistened);
         }
         if let Some(since) = waiting_since {
             let waited = self.clock.precise().saturating_duration_since(since);

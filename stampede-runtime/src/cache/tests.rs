@@ -133,3 +133,58 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     assert_eq!(cache.peek(&2), None);
     assert_eq!(cache.peek(&3), None, "a load begun before is not stored");
 }
+
+/// A waiter answers from a publish notice only when the notice is no older than what its
+/// own last read found: a notice of a value published before an invalidation the read
+/// already saw can arrive late (a cluster carries notices over its bus, reads not).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_notice_older_than_the_waiters_read_is_not_served() {
+    use crate::remote::store::{Notice, NoticeKind};
+    let Some(redis) = testkit::RedisServer::start() else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .backend(crate::Backend::redis(redis.url()))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("late-notice")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    // A load reads through the script, which gives the store's clock.
+    cache.load(0, || async { Ok(0) }).await.unwrap();
+    let tier = cache.inner.tier().unwrap().clone();
+    let notice = |fence, own| Notice {
+        kind: NoticeKind::Published,
+        key: tier.address(&1).unwrap().value().to_owned(),
+        fence,
+        own,
+        value: Some(Arc::from(&b"an envelope"[..])),
+    };
+    assert!(
+        tier.read_in_notice(&notice(7, false), 7).is_some(),
+        "the lease's own fence"
+    );
+    assert!(
+        tier.read_in_notice(&notice(8, false), 7).is_some(),
+        "a newer one"
+    );
+    assert!(
+        tier.read_in_notice(&notice(6, false), 7).is_none(),
+        "older than the read"
+    );
+    assert!(
+        tier.read_in_notice(&notice(7, true), 7).is_none(),
+        "this replica's own"
+    );
+    let slim = Notice {
+        value: None,
+        ..notice(7, false)
+    };
+    assert!(
+        tier.read_in_notice(&slim, 7).is_none(),
+        "nothing rode along"
+    );
+}

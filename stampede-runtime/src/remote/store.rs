@@ -438,9 +438,16 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
     /// confirmed in time).
     fn listen<'a>(&'a self, key: &'a EntryKey) -> BoxFuture<'a, Listening>;
 
-    /// Keeps hearing `key`'s notices for `life` more: a memory copy of it relies on them.
-    /// Call it while a [`Listening`] of the key is held.
-    fn keep_listening(&self, key: &EntryKey, life: Duration);
+    /// Whether `key`'s notices reach this replica now: its bucket is confirmed under the
+    /// current subscription.
+    fn hears(&self, key: &EntryKey) -> bool;
+
+    /// A memory copy of `key` relies on its notices from now until [`RemoteStore::copy_gone`]
+    /// names its value key. Call it while a [`Listening`] of the key is held.
+    fn copy_kept(&self, key: &EntryKey);
+
+    /// A copy [`RemoteStore::copy_kept`] counted is gone.
+    fn copy_gone(&self, value_key: &str);
 
     /// Resolves on the next notice for `key`, or when the subscription drops. Register
     /// before re-reading, so a publish between the read and the wait is not missed.
@@ -465,8 +472,9 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
     fn replica(&self) -> &str;
 
     /// The epoch of the subscription while notices flow, 0 while they do not. Each
-    /// subscription gets a higher epoch than the last, so a read that began under epoch
-    /// `e` has heard every notice since as long as the epoch is still `e`: unlike the
+    /// subscription gets a higher epoch than the last, so a read of a key whose bucket
+    /// [`RemoteStore::listen`] confirmed under epoch `e` has heard every notice of that
+    /// key since as long as the epoch is still `e`: unlike the
     /// flag, this tells a copy made after the subscription came up from one made before
     /// it, whichever order a listener hears of them.
     fn hearing(&self) -> u64;

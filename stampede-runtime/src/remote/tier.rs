@@ -62,8 +62,6 @@ pub(crate) struct Tier<K, V> {
     /// memory lets go of its copy ([`Tier::dropped`]), so every copy memory holds can be
     /// found (a bookkeeping that evicted on its own would leave copies deaf to notices).
     copies: moka::sync::Cache<String, MemoryCopy>,
-    /// How long a copy's bookkeeping lives at most (`None`: as long as memory keeps it).
-    copy_life: Option<Duration>,
     /// Value key → the loads of it running now.
     loading: Mutex<HashMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
@@ -126,18 +124,25 @@ where
         // The copies outlive no memory entry by much: one memory never stored (a load
         // detached after its copy was noted) is dropped by time.
         let copies = moka::sync::Cache::builder();
-        let copy_life = lifetime.map(|lifetime| lifetime.saturating_add(COPY_MARGIN));
-        let copies = match copy_life {
-            Some(life) => copies.time_to_live(life),
+        let copies = match lifetime {
+            Some(lifetime) => copies.time_to_live(lifetime.saturating_add(COPY_MARGIN)),
             None => copies,
         };
+        // Whatever ends a copy's bookkeeping (a notice, memory letting go, a newer copy,
+        // its time), its bucket no longer needs to be heard for it.
+        let store = remote.clone();
+        let copies =
+            copies.eviction_listener(move |value_key: Arc<String>, copy: MemoryCopy, _| {
+                if copy.since != 0 {
+                    store.store().copy_gone(&value_key);
+                }
+            });
         Tier {
             remote,
             codec,
             name,
             version,
             keeps_memory,
-            copy_life,
             copies: copies.build(),
             loading: Mutex::new(HashMap::new()),
             held_elsewhere: moka::sync::Cache::new(capacity),
@@ -159,9 +164,11 @@ where
         generation: u64,
         since: u64,
     ) {
-        // The copy's notices must reach this replica as long as the copy may live.
-        let life = self.copy_life.unwrap_or(Duration::MAX);
-        self.remote.store().keep_listening(entry, life);
+        // A copy that relies on notices keeps its key's bucket subscribed while it lives
+        // (its bookkeeping's eviction listener lets go of it).
+        if since != 0 {
+            self.remote.store().copy_kept(entry);
+        }
         let copy = MemoryCopy {
             key: Arc::new(key.clone()),
             fence,
@@ -321,6 +328,12 @@ where
         }
     }
 
+    /// Whether this replica hears `entry`'s notices now (its bucket is subscribed under
+    /// the current subscription).
+    pub(crate) fn hears(&self, entry: &EntryKey) -> bool {
+        self.remote.store().hears(entry)
+    }
+
     /// Resolves on the next notice naming `entry`, or at once when notices are not
     /// flowing. Register it before a read, so a publish right after the read still wakes.
     pub(crate) fn watch(&self, entry: &EntryKey) -> tokio::sync::oneshot::Receiver<Wake> {
@@ -369,12 +382,17 @@ where
     }
 
     /// What another replica's publish `notice` carried, as the read it saves would have
-    /// found it. `None` when a read must decide instead: no envelope rode along, the
-    /// notice is this replica's own, invalidations are owed, or no recent server clock
-    /// can judge the value.
-    pub(crate) fn read_in_notice(&self, notice: &Notice) -> Option<Read> {
+    /// found it, for a waiter whose last read found the key's fence at `read_fence`.
+    /// `None` when a read must decide instead: no envelope rode along, the notice is this
+    /// replica's own or older than that read (a late notice of a value since
+    /// invalidated), invalidations are owed, or no recent server clock can judge it.
+    pub(crate) fn read_in_notice(&self, notice: &Notice, read_fence: u64) -> Option<Read> {
         let value = notice.value.as_ref()?;
         if notice.own || notice.kind != NoticeKind::Published || self.remote.owes() {
+            return None;
+        }
+        // The holder publishes under the fence the waiter's read saw, or a newer one.
+        if notice.fence < read_fence {
             return None;
         }
         Some(Read {
@@ -485,7 +503,8 @@ where
 }
 
 impl<K, V> Loading<K, V> {
-    /// The subscription epoch this load began under (0: none was up).
+    /// The subscription epoch this load's key was heard under when it began (0: it was
+    /// not: no subscription, or its bucket not confirmed in time).
     pub(crate) fn since(&self) -> u64 {
         self.since
     }

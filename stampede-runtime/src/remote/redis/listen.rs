@@ -12,17 +12,20 @@
 //! # A notice registered before the read
 //! A load subscribes to its key's bucket, and waits for the subscription to be confirmed,
 //! before its first read ([`Client::listen`]): any write after that read announces itself
-//! on a channel this replica already hears. Only the first load in a bucket pays for it
-//! (one round trip on the subscription's connection); a bucket stays subscribed while
+//! on a channel this replica already hears. Only loads that find their bucket
+//! unconfirmed pay for it (one round trip on the subscription's connection; concurrent
+//! ones each send their `SUBSCRIBE`, which Redis takes as one); a bucket stays subscribed while
 //! anything uses it, for [`LINGER`] after the last load, and as long as a memory copy of
-//! one of its keys may live. A subscription that cannot be confirmed in time leaves the
+//! one of its keys lives. A subscription that cannot be confirmed in time leaves the
 //! load deaf to its key, as a load is while the whole subscription is down: it keeps no
 //! copy that relies on notices, and a wait ends by its own deadline.
 //!
-//! Confirmations count only under the subscription epoch they were made in: after the
-//! subscription drops and comes back, every bucket is confirmed again before a load
-//! relies on it (its `SUBSCRIBE` again, which Redis answers even when the channel was
-//! kept). Idle buckets are unsubscribed by the heartbeat under the write side of
+//! A bucket is confirmed only by the reply to a load's own `SUBSCRIBE`, and counts only
+//! under the subscription epoch it was sent in: after the subscription drops and comes
+//! back, every bucket is confirmed again before a load relies on it (its `SUBSCRIBE`
+//! again, which Redis answers even when the client already restored the channel). A
+//! subscribe push is not taken as a confirmation: it may come from a connection already
+//! replaced (a cluster's subscriber moved to another node). Idle buckets are unsubscribed by the heartbeat under the write side of
 //! [`Client::subscribing`], so an unsubscribe never overtakes a load's subscribe.
 //!
 //! Tag notices stay on the prefix's own channel, which every replica hears: any replica
@@ -56,13 +59,6 @@ pub(crate) fn bucket_channel(channel: &str, bucket: u16) -> String {
     format!("{channel}:{bucket:03x}")
 }
 
-/// The bucket a channel named by [`bucket_channel`] stands for.
-pub(crate) fn bucket_of_channel(channel: &str, name: &str) -> Option<u16> {
-    let hex = name.strip_prefix(channel)?.strip_prefix(':')?;
-    let bucket = u16::from_str_radix(hex, 16).ok()?;
-    (hex.len() == 3 && bucket < BUCKETS).then_some(bucket)
-}
-
 /// One bucket's use.
 #[derive(Debug)]
 struct Bucket {
@@ -70,8 +66,25 @@ struct Bucket {
     heard_in: u64,
     /// Loads using it now.
     users: u32,
-    /// Kept subscribed until then at least (copies, lingering after the last load).
+    /// Memory copies of its keys that rely on its notices.
+    copies: u32,
+    /// Kept subscribed until then at least (lingering after the last load).
     until: Instant,
+}
+
+impl Bucket {
+    fn unheard() -> Self {
+        Bucket {
+            heard_in: 0,
+            users: 0,
+            copies: 0,
+            until: Instant::now(),
+        }
+    }
+
+    fn in_use(&self, now: Instant) -> bool {
+        self.users > 0 || self.copies > 0 || self.until > now
+    }
 }
 
 /// The buckets this replica uses, and under which epoch each was confirmed.
@@ -88,11 +101,7 @@ impl Interest {
     /// One more load uses `bucket`; `true` if it is confirmed under `epoch` already.
     pub(crate) fn hold(&self, bucket: u16, epoch: u64) -> bool {
         let mut buckets = self.buckets();
-        let held = buckets.entry(bucket).or_insert_with(|| Bucket {
-            heard_in: 0,
-            users: 0,
-            until: Instant::now(),
-        });
+        let held = buckets.entry(bucket).or_insert_with(Bucket::unheard);
         held.users += 1;
         epoch != 0 && held.heard_in == epoch
     }
@@ -106,14 +115,17 @@ impl Interest {
         }
     }
 
-    /// Keeps `bucket` subscribed for `life` more (a memory copy relies on it).
-    pub(crate) fn keep(&self, bucket: u16, life: Duration) {
-        let until = Instant::now().checked_add(life);
+    /// A memory copy of a key in `bucket` relies on its notices until
+    /// [`Interest::copy_gone`].
+    pub(crate) fn copy_kept(&self, bucket: u16) {
         let mut buckets = self.buckets();
-        if let Some(held) = buckets.get_mut(&bucket) {
-            // A life too long to count is as good as forever: a century.
-            let far = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
-            held.until = held.until.max(until.unwrap_or(far).min(far));
+        buckets.entry(bucket).or_insert_with(Bucket::unheard).copies += 1;
+    }
+
+    /// A copy [`Interest::copy_kept`] counted is gone (dropped, replaced, expired).
+    pub(crate) fn copy_gone(&self, bucket: u16) {
+        if let Some(held) = self.buckets().get_mut(&bucket) {
+            held.copies = held.copies.saturating_sub(1);
         }
     }
 
@@ -141,7 +153,7 @@ impl Interest {
     pub(crate) fn idle(&self, now: Instant) -> Vec<u16> {
         let mut idle = Vec::new();
         self.buckets().retain(|&bucket, held| {
-            let keep = held.users > 0 || held.until > now;
+            let keep = held.in_use(now);
             if !keep {
                 idle.push(bucket);
             }
@@ -152,7 +164,7 @@ impl Interest {
 
     /// Whether [`Interest::idle`] would find any.
     pub(crate) fn any_idle(&self, now: Instant) -> bool {
-        (self.buckets().values()).any(|held| held.users == 0 && held.until <= now)
+        (self.buckets().values()).any(|held| !held.in_use(now))
     }
 
     /// How many buckets are in use or kept.
@@ -256,19 +268,6 @@ mod tests {
         );
         let channel = bucket_channel("stampede:3:notices", 0xabc);
         assert_eq!(channel, "stampede:3:notices:abc");
-        assert_eq!(
-            bucket_of_channel("stampede:3:notices", &channel),
-            Some(0xabc)
-        );
-        assert_eq!(
-            bucket_of_channel("stampede:3:notices", "stampede:3:notices"),
-            None
-        );
-        assert_eq!(
-            bucket_of_channel("stampede:3:notices", "stampede:3:notices:fff0"),
-            None
-        );
-        assert_eq!(bucket_of_channel("other:3:notices", &channel), None);
     }
 
     #[test]
@@ -298,12 +297,17 @@ mod tests {
         assert!(interest.idle(later).is_empty(), "loads still use them");
         interest.release(1, Duration::ZERO);
         interest.release(2, Duration::from_secs(7200));
+        interest.copy_kept(3);
+        interest.copy_kept(3);
         interest.release(3, Duration::ZERO);
-        interest.keep(3, Duration::MAX);
         assert!(interest.any_idle(later));
         assert_eq!(interest.idle(later), [1]);
         assert_eq!(interest.len(), 2);
         let much_later = later + Duration::from_secs(7200);
-        assert_eq!(interest.idle(much_later), [2], "bucket 3's copy lives on");
+        assert_eq!(interest.idle(much_later), [2], "bucket 3's copies live on");
+        interest.copy_gone(3);
+        assert!(!interest.any_idle(much_later), "one copy is left");
+        interest.copy_gone(3);
+        assert_eq!(interest.idle(much_later), [3]);
     }
 }

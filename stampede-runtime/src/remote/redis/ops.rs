@@ -395,9 +395,19 @@ impl RemoteStore for RedisStore {
         })
     }
 
-    fn keep_listening(&self, key: &EntryKey, life: Duration) {
+    fn hears(&self, key: &EntryKey) -> bool {
         let bucket = super::listen::bucket_of(key.value());
-        self.client.interest.keep(bucket, life);
+        (self.client.interest).heard(bucket, self.client.hub.hearing())
+    }
+
+    fn copy_kept(&self, key: &EntryKey) {
+        let bucket = super::listen::bucket_of(key.value());
+        self.client.interest.copy_kept(bucket);
+    }
+
+    fn copy_gone(&self, value_key: &str) {
+        let bucket = super::listen::bucket_of(value_key);
+        self.client.interest.copy_gone(bucket);
     }
 
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake> {

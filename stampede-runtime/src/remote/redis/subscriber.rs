@@ -7,7 +7,7 @@
 //! eviction policy: one that may evict stampede's fences, leases and marks is warned of.
 use super::breaker::Breaker;
 use super::connection::{self, Connection, Patience, Target};
-use super::{listen, Client};
+use super::Client;
 use crate::remote::store::StoreError;
 use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -34,17 +34,14 @@ pub(super) async fn receive_pushes(
                 }
             }
             PushKind::Subscribe => {
+                // Only the prefix's channel says the subscription is up. A bucket's
+                // channel is confirmed by the reply to the load's own SUBSCRIBE, which
+                // knows the connection and the epoch it was sent under: a push may come
+                // from a connection already replaced (a cluster's subscriber moved on).
                 let channel = push.data.into_iter().next();
                 let channel = channel.and_then(|name| redis::from_redis_value::<String>(name).ok());
-                match channel {
-                    Some(name) if name == client.channel => client.hub.set_subscribed(true),
-                    // A bucket's: heard from now on, under the subscription's epoch.
-                    Some(name) => {
-                        if let Some(bucket) = listen::bucket_of_channel(&client.channel, &name) {
-                            client.interest.confirmed(bucket, client.hub.hearing());
-                        }
-                    }
-                    None => {}
+                if channel.as_deref() == Some(client.channel.as_str()) {
+                    client.hub.set_subscribed(true);
                 }
             }
             PushKind::Disconnection => client.hub.set_subscribed(false),
