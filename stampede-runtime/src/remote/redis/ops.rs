@@ -23,8 +23,9 @@ const FAST_READ_MARGIN_MS: u64 = 2;
 /// be one we wrote (the publisher's estimate of the server's clock lags a little).
 const DEADLINE_SLACK_MS: u64 = 1000;
 
-/// The largest envelope a publish notice carries (see `lua/publish.lua`): each replica
-/// that hears the key receives it, and one waiting for it answers without a read.
+/// The largest envelope a publish notice carries, when a replica waits on the lease (see
+/// `lua/publish.lua`): each replica that hears the key receives it, and those waiting
+/// answer without a read.
 const NOTICE_VALUE_MAX: usize = 2048;
 
 /// What the read script answers (see `lua/read.lua`).

@@ -144,13 +144,16 @@ local function get_lease()
     token = token,
     granted = granted,
     alive = alive,
-    recompute = exact(string.match(v, '^%d+ %x+ %d+ %d+ (%d+)$')),
+    recompute = exact(string.match(v, '^%d+ %x+ %d+ %d+ (%d+)')),
+    -- A replica's miss found it held and waits for its publish.
+    waited = string.find(v, ' w$') ~= nil,
   }
 end
 
-local function lease_value(fence, token, granted, alive, recompute)
+local function lease_value(fence, token, granted, alive, recompute, waited)
   local v = digits(fence) .. ' ' .. token .. ' ' .. digits(granted) .. ' ' .. digits(alive)
   if recompute ~= nil and recompute >= 0 then v = v .. ' ' .. digits(recompute) end
+  if waited then v = v .. ' w' end
   return v
 end
 

@@ -37,8 +37,9 @@ if not wrote(redis.pcall('SET', KEYS[1], ARGV[2], 'PX', ttl)) then return refuse
 if owner then redis.call('DEL', KEYS[2]) end
 -- The recompute time outlives the value, for whoever waits on the next lease.
 write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl))
--- A small envelope rides along ('v'): replicas waiting for it answer without reading it.
-if #ARGV[2] <= tonumber(ARGV[10]) then
+-- A small envelope rides along ('v') when a replica waits on the lease: those waiting
+-- answer without reading it again. Without a waiter the notice stays slim.
+if owner and lease.waited and #ARGV[2] <= tonumber(ARGV[10]) then
   local head = 'v ' .. digits(fence) .. ' ' .. ARGV[6] .. ' ' .. #KEYS[1] .. ' '
   redis.call('PUBLISH', ARGV[5], head .. KEYS[1] .. ARGV[2])
 else

@@ -56,6 +56,12 @@ if lease ~= nil then
     local quiet = quiet_after >= 0 and silent_for >= quiet_after
     local overdue = held_after >= 0 and held_for >= held_after
     if mode ~= 'force' and not quiet and not overdue then
+      -- A miss waits for the holder's publish: marked, the publish brings the value along.
+      if mode == 'miss' and not lease.waited then
+        local marked = lease_value(lease.fence, lease.token, lease.granted, lease.alive,
+          lease.recompute, true)
+        redis.pcall('SET', KEYS[2], marked, 'KEEPTTL')
+      end
       return { now, envelope or false, fence, 'held ' .. lease.token, left, held_for, silent_for, recompute, repaired, incarnation() }
     end
     granted = 'taken over'

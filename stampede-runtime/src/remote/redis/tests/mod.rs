@@ -2,8 +2,8 @@
 //! `cluster`, a local three-master Redis Cluster).
 use super::*;
 use crate::remote::store::{
-    BreakerState, Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, NoticeKind,
-    Publication, Published, Read, RemoteStore, StoreEvent, Wake,
+    BreakerState, Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice,
+    NoticeKind, Publication, Published, Read, RemoteStore, StoreEvent, Wake,
 };
 use crate::remote::wire::{Header, Wire};
 use std::future::Future;
@@ -966,3 +966,55 @@ async fn a_read_fence_from_before_a_lost_counter_is_refused() {
 }
 
 mod cluster;
+
+/// A publish carries its envelope only when a replica's miss found the lease held and
+/// waits for it; with nobody waiting its notice stays slim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_carries_its_value_only_to_a_lease_someone_waits_on() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (holder, other) = (store(&redis), store(&redis));
+    subscribed(&holder).await;
+    subscribed(&other).await;
+    let key = key("carried");
+    let _heard = other.listen(&key).await;
+    let mut events = other.events();
+    async fn published(events: &mut tokio::sync::broadcast::Receiver<StoreEvent>) -> Notice {
+        loop {
+            match within(PROMPTLY, events.recv()).await.unwrap() {
+                StoreEvent::Notice(notice) if notice.kind == NoticeKind::Published => {
+                    return notice;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // Nobody waits: a slim notice.
+    let lease = miss_lease();
+    let read = holder.read(&key, lease).await.unwrap();
+    assert!(matches!(read.lease, Lease::Granted { .. }));
+    holder
+        .publish(&key, held(&read, &lease, "alone", None))
+        .await
+        .unwrap();
+    assert_eq!(published(&mut events).await.value, None);
+
+    // Another replica's miss finds the lease held: the publish brings the value.
+    holder.invalidate(&key).await.unwrap();
+    let lease = miss_lease();
+    let read = holder.read(&key, lease).await.unwrap();
+    assert!(matches!(read.lease, Lease::Granted { .. }));
+    let waiting = other.read(&key, miss_lease()).await.unwrap();
+    assert!(
+        matches!(waiting.lease, Lease::HeldBy(_)),
+        "{:?}",
+        waiting.lease
+    );
+    let publication = held(&read, &lease, "awaited", None);
+    let envelope = publication.envelope.clone();
+    holder.publish(&key, publication).await.unwrap();
+    let notice = published(&mut events).await;
+    assert_eq!(notice.value.as_deref(), Some(&envelope[..]));
+}
