@@ -110,7 +110,7 @@ impl Remote {
         background::spawn(keep_replaying(Arc::downgrade(&remote), added, period));
         background::spawn(tags::keep_versions(
             remote.tags.clone(),
-            remote.store.events(),
+            remote.store.tag_events(),
         ));
         Ok(remote)
     }

@@ -460,6 +460,10 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
     /// subscription.
     fn events(&self) -> broadcast::Receiver<StoreEvent>;
 
+    /// Every tag notice and subscription change, for the runtime's tag book: the same
+    /// as [`RemoteStore::events`] but for tags instead of keys.
+    fn tag_events(&self) -> broadcast::Receiver<StoreEvent>;
+
     /// Whether the notice subscription is up, to wait for it to come up.
     fn subscription(&self) -> watch::Receiver<bool>;
 

@@ -41,7 +41,11 @@ pub(crate) struct NoticeHub {
     /// This store's id in notices, so it can tell its own.
     node: String,
     waiters: Mutex<HashMap<String, Vec<oneshot::Sender<Wake>>>>,
+    /// Key notices and subscription changes, for the caches' listeners.
     events: broadcast::Sender<StoreEvent>,
+    /// Tag notices and subscription changes, for the runtime's tag book: each listener
+    /// wakes only for what it uses.
+    tag_events: broadcast::Sender<StoreEvent>,
     subscribed: watch::Sender<bool>,
     /// Serializes subscription changes: the push task and the heartbeat both report them.
     changing: Mutex<()>,
@@ -60,6 +64,7 @@ impl NoticeHub {
             node,
             waiters: Mutex::new(HashMap::new()),
             events: broadcast::channel(EVENT_BACKLOG).0,
+            tag_events: broadcast::channel(EVENT_BACKLOG).0,
             subscribed: watch::channel(false).0,
             changing: Mutex::new(()),
             epochs: AtomicU64::new(0),
@@ -105,6 +110,10 @@ impl NoticeHub {
         self.events.subscribe()
     }
 
+    pub(crate) fn tag_events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.tag_events.subscribe()
+    }
+
     pub(crate) fn subscription(&self) -> watch::Receiver<bool> {
         self.subscribed.subscribe()
     }
@@ -136,7 +145,11 @@ impl NoticeHub {
                 let _ = waiter.send(Wake::Notice(notice.clone()));
             }
         }
-        let _ = self.events.send(StoreEvent::Notice(notice));
+        let listeners = match notice.kind {
+            NoticeKind::Tag => &self.tag_events,
+            _ => &self.events,
+        };
+        let _ = listeners.send(StoreEvent::Notice(notice));
     }
 
     fn parse(&self, payload: &[u8]) -> Option<Notice> {
@@ -196,6 +209,7 @@ impl NoticeHub {
             // Listeners hear of the epoch before any read can begin under it.
             let epoch = self.epochs.fetch_add(1, Ordering::SeqCst) + 1;
             let _ = self.events.send(StoreEvent::Subscribed(epoch));
+            let _ = self.tag_events.send(StoreEvent::Subscribed(epoch));
             self.hearing.store(epoch, Ordering::SeqCst);
             self.subscribed.send_replace(true);
             return;
@@ -210,6 +224,7 @@ impl NoticeHub {
             let _ = waiter.send(Wake::SubscriptionLost);
         }
         let _ = self.events.send(StoreEvent::SubscriptionLost);
+        let _ = self.tag_events.send(StoreEvent::SubscriptionLost);
     }
 }
 

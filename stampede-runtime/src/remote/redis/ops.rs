@@ -419,6 +419,10 @@ impl RemoteStore for RedisStore {
         self.client.hub.events()
     }
 
+    fn tag_events(&self) -> broadcast::Receiver<StoreEvent> {
+        self.client.hub.tag_events()
+    }
+
     fn subscription(&self) -> watch::Receiver<bool> {
         self.client.hub.subscription()
     }
