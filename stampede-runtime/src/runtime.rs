@@ -215,7 +215,7 @@ struct RuntimeState {
 const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Exports the counters of the runtime behind `state` every `interval` while it lives,
-/// on the store's thread (which outlives whichever Tokio runtime built the first cache).
+/// on the store's threads (which outlive whichever Tokio runtime built the first cache).
 #[cfg(feature = "metrics")]
 fn export_every(state: Weak<RuntimeState>, interval: Duration) {
     crate::remote::background::spawn(async move {

@@ -42,7 +42,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 self.policy.capacity(),
                 crate::memory::lifetime(&self.policy, self.clock.is_real_time()),
             ));
-            // On the store's thread, so it outlives the runtime that first connected.
+            // On the store's threads, so it outlives the runtime that first connected.
             crate::remote::background::spawn(notices::listen(self.me.clone(), events));
             Some(tier)
         });

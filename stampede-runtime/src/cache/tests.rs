@@ -23,7 +23,7 @@ async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
 }
 
 /// The word that the subscription came up reaches each tiered cache's listener on the
-/// store's thread, which other replicas of the process keep busy: it may come after the
+/// store's threads, which other replicas of the process keep busy: it may come after the
 /// cache made copies and began loads under that subscription. Those heard every notice
 /// and stay; what began under an earlier subscription (or none) is dropped and detached.
 #[cfg(feature = "redis")]

@@ -5,7 +5,7 @@
 //! one step). Whatever else ends a load (the origin failed, the fail-safe answered, the
 //! caller or the runtime dropped the load, the publish got no answer) gives it back here,
 //! so the replicas waiting on the key can take it at once instead of waiting out its TTL.
-//! Giving it back is sent on the store's thread, and owed until the store takes it
+//! Giving it back is sent on the store's threads, and owed until the store takes it
 //! ([`Remote::release`]), so it needs no runtime of the caller's and survives an outage.
 //!
 //! While the load runs, the lease beats every [`BEAT`] (a sign of life in the lease), so

@@ -14,7 +14,7 @@
 //! - **Tag invalidations** (kept in the runtime's tag book, see `tags.rs`): until the store
 //!   takes one, entries carrying the tag are retired here and no load stores one.
 //!
-//! A background task on the store's thread sends what is owed: at once when something is
+//! A background task on the store's threads sends what is owed: at once when something is
 //! added, and every [`REPLAY_PERIOD`] while anything remains, in batches sent concurrently,
 //! so the work is linear in what is owed and no caller waits for all of it.
 use super::background;

@@ -8,7 +8,7 @@
 //! read names its lease by the replica's token and gets it back.
 //!
 //! A call whose deadline passes fails its caller at once, but the call itself is finished
-//! on the store's thread for a grace of [`LATE_GRACE`] response timeouts more: an answer
+//! on the store's threads for a grace of [`LATE_GRACE`] response timeouts more: an answer
 //! in that time is a late answer (a slow moment, a starved client) and the breaker counts
 //! the call as a success; no answer is a failure. So a healthy server read late never
 //! puts the replica into degraded mode, and a black hole still opens the breaker, a grace

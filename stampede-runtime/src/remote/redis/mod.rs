@@ -202,7 +202,7 @@ impl Drop for RedisStore {
 impl RedisStore {
     /// Connects lazily: only a malformed URL fails here. Must be called inside a Tokio
     /// runtime, like every call after it; the subscription and the heartbeat run on the
-    /// store's own thread ([`background`]), so they outlive that runtime.
+    /// store's own threads ([`background`]), so they outlive that runtime.
     pub(crate) fn connect(config: RedisConfig) -> Result<Self, StoreError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreError::Backend(

@@ -1,4 +1,4 @@
-//! The notice subscription's connection and the heartbeat, both on the store's thread.
+//! The notice subscription's connection and the heartbeat, both on the store's threads.
 //!
 //! About once a second the heartbeat: in a cluster, reloads the slot map; PINGs every
 //! master through its breaker (probing it when open, reconnecting while nobody calls,
