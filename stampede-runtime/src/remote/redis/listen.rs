@@ -14,19 +14,21 @@
 //! before its first read ([`Client::listen`]): any write after that read announces itself
 //! on a channel this replica already hears. Only loads that find their bucket
 //! unconfirmed pay for it (one round trip on the subscription's connection; concurrent
-//! ones each send their `SUBSCRIBE`, which Redis takes as one); a bucket stays subscribed while
-//! anything uses it, for [`LINGER`] after the last load, and as long as a memory copy of
-//! one of its keys lives. A subscription that cannot be confirmed in time leaves the
-//! load deaf to its key, as a load is while the whole subscription is down: it keeps no
-//! copy that relies on notices, and a wait ends by its own deadline.
+//! ones each send their `SUBSCRIBE`, which Redis takes as one). A bucket stays subscribed
+//! while anything uses it, for [`LINGER`] after the last load, and as long as a memory
+//! copy of one of its keys lives. A subscription that cannot be confirmed in time (or a
+//! key whose shard's breaker is open) leaves the load deaf to its key, as a load is while
+//! the whole subscription is down: it keeps no copy that relies on notices, and a wait
+//! ends by its own deadline.
 //!
 //! A bucket is confirmed only by the reply to a load's own `SUBSCRIBE`, and counts only
 //! under the subscription epoch it was sent in: after the subscription drops and comes
 //! back, every bucket is confirmed again before a load relies on it (its `SUBSCRIBE`
 //! again, which Redis answers even when the client already restored the channel). A
 //! subscribe push is not taken as a confirmation: it may come from a connection already
-//! replaced (a cluster's subscriber moved to another node). Idle buckets are unsubscribed by the heartbeat under the write side of
-//! [`Client::subscribing`], so an unsubscribe never overtakes a load's subscribe.
+//! replaced (a cluster's subscriber moved to another node). Idle buckets are unsubscribed
+//! by the heartbeat under the write side of [`Client::subscribing`], so an unsubscribe
+//! never overtakes a load's subscribe.
 //!
 //! Tag notices stay on the prefix's own channel, which every replica hears: any replica
 //! may hold entries carrying any tag.
