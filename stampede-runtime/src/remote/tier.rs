@@ -27,23 +27,24 @@
 //!   not hear may have passed.
 mod deadlines;
 mod found;
+mod loading;
 
 use deadlines::to_wire;
 
 pub(crate) use found::{Codec, Found, Wrote};
+pub(crate) use loading::Loading;
+use loading::Loads;
 
 use super::keys::{EntryKey, KeyError};
 use super::lease::HeldLease;
 use super::replica::Remote;
-use super::store::{
-    Lease, LeaseRequest, Listening, Notice, NoticeKind, Published, Read, StoreError, Wake,
-};
+use super::store::{Lease, LeaseRequest, Notice, NoticeKind, Published, Read, StoreError, Wake};
 use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How much longer a copy's bookkeeping may outlive the longest a memory copy lives.
@@ -86,25 +87,6 @@ struct MemoryCopy {
 /// The key a memory copy was made of (always of its tier's key type).
 fn key_of<K: Clone + 'static>(copy: &MemoryCopy) -> Option<K> {
     copy.key.downcast_ref::<K>().cloned()
-}
-
-/// The running loads of one key, and the highest fence any of their reads returned.
-struct Loads<K> {
-    key: K,
-    fence: u64,
-    count: usize,
-    /// The earliest subscription epoch any of them began under (0: one began deaf).
-    since: u64,
-}
-
-/// One load's registration (see [`Tier::loading`]); dropped when the load ends.
-pub(crate) struct Loading<K, V> {
-    tier: Arc<Tier<K, V>>,
-    value_key: String,
-    /// The subscription epoch its key was heard under when it began (0: it was not).
-    since: u64,
-    /// Keeps the key's notice bucket subscribed while the load runs.
-    _listening: Listening,
 }
 
 impl<K, V> Tier<K, V>
@@ -244,54 +226,6 @@ where
                 key
             })
             .collect()
-    }
-
-    fn loads(&self) -> MutexGuard<'_, HashMap<String, Loads<K>>> {
-        self.loading.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Registers a load of `key` at `entry`, before its first read, until the returned
-    /// registration is dropped, and makes this replica hear the key's notices first.
-    pub(crate) async fn loading(self: &Arc<Self>, entry: &EntryKey, key: &K) -> Loading<K, V> {
-        let value_key = entry.value().to_owned();
-        let listening = self.remote.store().listen(entry).await;
-        let since = listening.epoch();
-        let mut loads = self.loads();
-        let loads = loads.entry(value_key.clone()).or_insert_with(|| Loads {
-            key: key.clone(),
-            fence: 0,
-            count: 0,
-            since,
-        });
-        loads.count += 1;
-        loads.since = loads.since.min(since);
-        Loading {
-            tier: self.clone(),
-            value_key,
-            since,
-            _listening: listening,
-        }
-    }
-
-    /// The keys of the running loads any of which began before subscription epoch
-    /// `before`: they may have read before a notice this replica missed.
-    pub(crate) fn loads_begun_before(&self, before: u64) -> Vec<K> {
-        (self.loads().values())
-            .filter(|loads| loads.since < before)
-            .map(|loads| loads.key.clone())
-            .collect()
-    }
-
-    /// The key of a running load that `notice` (from another replica) makes older than
-    /// the store: a publish or an invalidation under a fence above every fence its reads
-    /// returned. A released lease changes no value.
-    pub(crate) fn outdated_by(&self, notice: &Notice) -> Option<K> {
-        if notice.kind == NoticeKind::Released {
-            return None;
-        }
-        let loads = self.loads();
-        let loads = loads.get(&notice.key)?;
-        (notice.fence > loads.fence).then(|| loads.key.clone())
     }
 
     /// Until when another replica is left to refresh `entry`, and how long its holder
@@ -497,42 +431,6 @@ where
                 // It may have run: the lease goes back (only if still ours) when dropped.
                 tracing::debug!(target: "stampede", key = %found.key, %error, "value not written to the shared store");
                 Wrote::Unconfirmed
-            }
-        }
-    }
-}
-
-impl<K, V> Loading<K, V> {
-    /// The subscription epoch this load's key was heard under when it began (0: it was
-    /// not: no subscription, or its bucket not confirmed in time).
-    pub(crate) fn since(&self) -> u64 {
-        self.since
-    }
-
-    /// A read of this load returned `fence`: notices at or below it are not news to it.
-    fn saw(&self, fence: u64) {
-        let mut loads = self
-            .tier
-            .loading
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(loads) = loads.get_mut(&self.value_key) {
-            loads.fence = loads.fence.max(fence);
-        }
-    }
-}
-
-impl<K, V> Drop for Loading<K, V> {
-    fn drop(&mut self) {
-        let mut loads = self
-            .tier
-            .loading
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = loads.get_mut(&self.value_key) {
-            entry.count -= 1;
-            if entry.count == 0 {
-                loads.remove(&self.value_key);
             }
         }
     }
