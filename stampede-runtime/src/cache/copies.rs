@@ -43,7 +43,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
-        tier.copied(&found.key, key, fence, envelope.generation, since);
+        // Not heard (the subscription changed since the load began): bookkept as a copy
+        // that relies on no notice, as a degraded one is, dropped when the listener hears
+        // of the change.
+        let _heard = tier.copied(&found.key, key, fence, envelope.generation, since);
         Some(envelope)
     }
 

@@ -33,10 +33,11 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 ..held.clone()
             });
         if demoted {
-            // Heard from now on, from the notice's fence up.
-            if let Some(entry) = tier.address(key) {
-                tier.copied(&entry, key, notice.fence, held.generation, since);
-            }
+            // Heard from now on, from the notice's fence up; a copy this replica no
+            // longer hears of is dropped instead.
+            return (tier.address(key)).is_some_and(|entry| {
+                tier.copied(&entry, key, notice.fence, held.generation, since)
+            });
         }
         demoted
     }

@@ -188,3 +188,46 @@ async fn a_publish_notice_older_than_the_waiters_read_is_not_served() {
         "nothing rode along"
     );
 }
+
+/// A copy is remembered as heard only while this replica hears its key's bucket under the
+/// copy's epoch: a copy made otherwise (a demoted copy whose bucket went idle meanwhile)
+/// relies on no notice, and `copied` says so.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_is_heard_only_while_its_bucket_is() {
+    let Some(redis) = testkit::RedisServer::start() else {
+        return;
+    };
+    let runtime = Runtime::builder()
+        .backend(crate::Backend::tiered(redis.url()))
+        .build()
+        .unwrap();
+    let policy = Policy::builder("copy-heard")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    cache.load(0, || async { Ok(0) }).await.unwrap();
+    let tier = cache.inner.tier().unwrap().clone();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while tier.hearing() == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("subscribed");
+    let epoch = tier.hearing();
+    // A key no load of this replica has used: its bucket is not subscribed.
+    let (key, entry) = (0..)
+        .map(|key: u64| (key + 1_000, tier.address(&(key + 1_000)).unwrap()))
+        .find(|(_, entry)| !tier.hears(entry))
+        .unwrap();
+    assert!(!tier.copied(&entry, &key, 5, 1, epoch), "not heard");
+    let listening = tier.remote.store().listen(&entry).await;
+    assert_eq!(listening.epoch(), epoch);
+    assert!(tier.copied(&entry, &key, 5, 2, epoch), "heard");
+    assert!(
+        !tier.copied(&entry, &key, 5, 3, epoch + 1),
+        "another epoch's"
+    );
+}

@@ -455,7 +455,8 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
     /// waiter must then wait out the lease (bounded) instead of re-reading in a loop.
     fn watch(&self, key: &EntryKey) -> oneshot::Receiver<Wake>;
 
-    /// Every notice and subscription change, for tiered nodes. A receiver that falls
+    /// Every key notice (tags' go to [`RemoteStore::tag_events`]) and subscription
+    /// change, for the caches' listeners. A receiver that falls
     /// behind gets `Lagged`: notices were skipped, so it must treat it as a lost
     /// subscription.
     fn events(&self) -> broadcast::Receiver<StoreEvent>;

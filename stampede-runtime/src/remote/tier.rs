@@ -137,7 +137,8 @@ where
 
     /// Remembers a memory copy of `key` (of envelope `generation`) read or written under
     /// `fence` by a load that began under subscription epoch `since`, for the notices
-    /// that will drop it.
+    /// that will drop it. `false` when this replica does not hear the key's notices under
+    /// that epoch now: the copy is remembered as one that relies on none.
     pub(crate) fn copied(
         &self,
         entry: &EntryKey,
@@ -145,12 +146,20 @@ where
         fence: u64,
         generation: u64,
         since: u64,
-    ) {
+    ) -> bool {
         // A copy that relies on notices keeps its key's bucket subscribed while it lives
-        // (its bookkeeping's eviction listener lets go of it).
+        // (its bookkeeping's eviction listener lets go of it). Counted before the check,
+        // so the bucket cannot go idle in between (a demoted copy holds no load's
+        // `Listening`).
+        let store = self.remote.store();
         if since != 0 {
-            self.remote.store().copy_kept(entry);
+            store.copy_kept(entry);
         }
+        let heard = since != 0 && since == self.hearing() && self.hears(entry);
+        if since != 0 && !heard {
+            store.copy_gone(entry.value());
+        }
+        let since = if heard { since } else { 0 };
         let copy = MemoryCopy {
             key: Arc::new(key.clone()),
             fence,
@@ -158,6 +167,7 @@ where
             since,
         };
         self.copies.insert(entry.value().to_owned(), copy);
+        heard
     }
 
     /// Memory let go of its copy of `key` of envelope `generation` (evicted, expired,
@@ -433,5 +443,14 @@ where
                 Wrote::Unconfirmed
             }
         }
+    }
+}
+
+impl<K, V> Drop for Tier<K, V> {
+    /// The copies' eviction listener lets go of each copy's bucket; a cache dropped
+    /// while its runtime lives on would otherwise keep them subscribed for good.
+    fn drop(&mut self) {
+        self.copies.invalidate_all();
+        self.copies.run_pending_tasks();
     }
 }

@@ -168,6 +168,19 @@ impl Breaker {
         self.lock().state
     }
 
+    /// Whether a call now would fail fast without touching Redis: open and not yet
+    /// cooled down, or half-open with its probe out (what [`Breaker::pass`] refuses).
+    pub(crate) fn fails_fast(&self) -> bool {
+        let circuit = self.lock();
+        match circuit.state {
+            BreakerState::Closed => false,
+            BreakerState::HalfOpen => true,
+            BreakerState::Open => circuit
+                .opened_at
+                .is_some_and(|at| at.elapsed() < self.cooldown),
+        }
+    }
+
     /// How often it opened, and the total time it spent open or half-open.
     pub(crate) fn degraded(&self) -> (u64, Duration) {
         let circuit = self.lock();

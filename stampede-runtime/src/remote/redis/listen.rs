@@ -33,7 +33,6 @@
 //! Tag notices stay on the prefix's own channel, which every replica hears: any replica
 //! may hold entries carrying any tag.
 use super::Client;
-use crate::remote::store::BreakerState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -210,7 +209,7 @@ impl Client {
         // store relies on no notice. Waiting out a subscribe first would only double the
         // time a black hole takes to show.
         let (_, breaker) = self.shards.for_key(value_key);
-        if breaker.state() == BreakerState::Open {
+        if breaker.fails_fast() {
             return (0, hold);
         }
         let channel = bucket_channel(&self.channel, bucket);

@@ -3,10 +3,11 @@
 //! Publishes and invalidations announce themselves on their key's bucket channel (see
 //! [`super::listen`]) with a slim notice, `<kind> <fence> <node> <value key>` (kind `p`
 //! published, `i` invalidated, `r` lease released), or, for a publish whose envelope is
-//! small, `v <fence> <node> <key length> <value key><envelope>`: the waiters it wakes
-//! answer from it without reading again. A tag's move, `t <version> <node> <tag>`, goes
-//! to the prefix's own channel. The hub wakes the waiters registered for that key and
-//! forwards every notice to [`StoreEvent`] listeners (tiered nodes).
+//! small and whose lease another replica waits on,
+//! `v <fence> <node> <key length> <value key><envelope>`: the waiters it wakes answer
+//! from it without reading again. A tag's move, `t <version> <node> <tag>`, goes to the
+//! prefix's own channel. The hub wakes the waiters registered for that key and forwards
+//! key notices to the caches' [`StoreEvent`] listeners, tag notices to the tag book's.
 //!
 //! # In a Redis Cluster: plain `PUBLISH`, not sharded pub/sub
 //! A script's `PUBLISH` reaches every node over the cluster bus, so a replica keeps one

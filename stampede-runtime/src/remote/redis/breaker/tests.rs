@@ -56,3 +56,23 @@ fn a_probe_its_caller_dropped_lets_the_next_call_probe_at_once() {
     probe.succeeded();
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+#[test]
+fn fails_fast_says_what_pass_would_refuse() {
+    let cooling = breaker(1, Duration::from_secs(60));
+    assert!(!cooling.fails_fast());
+    cooling.pass().unwrap().failed("refused");
+    assert!(cooling.fails_fast(), "open, cooling down");
+    assert!(cooling.pass().is_none());
+    let cooled = breaker(1, Duration::ZERO);
+    cooled.pass().unwrap().failed("refused");
+    assert_eq!(cooled.state(), BreakerState::Open);
+    assert!(
+        !cooled.fails_fast(),
+        "open but cooled: the next call is the probe"
+    );
+    let probe = cooled.pass().unwrap();
+    assert!(cooled.fails_fast(), "half-open, its probe out");
+    probe.succeeded();
+    assert!(!cooled.fails_fast());
+}

@@ -131,8 +131,9 @@ local function raise_fence(now, stored_fence, keep_ms, mark)
   return fence
 end
 
--- The lease: "<fence> <token> <granted ms> <alive ms> [<recompute ms>]", the token its
+-- The lease: "<fence> <token> <granted ms> <alive ms> [<recompute ms>] [w]", the token its
 -- replica's. `alive` is the holder's last sign of life: it beats while its load runs.
+-- `w`: another replica's miss found it held and waits for its publish.
 local function get_lease()
   local v = get_string(KEYS[2])
   if v == nil then return nil end

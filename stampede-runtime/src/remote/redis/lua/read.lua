@@ -74,7 +74,9 @@ if taken == nil then
 end
 local recompute = tonumber(ARGV[6])
 if recompute < 0 then recompute = last_recompute or -1 end
-local recorded = lease_value(taken, token, now, now, recompute)
+-- Taken over, the lease keeps its mark: the replicas that waited on it still do.
+local waited = granted == 'taken over' and lease.waited
+local recorded = lease_value(taken, token, now, now, recompute, waited)
 if not wrote(redis.pcall('SET', KEYS[2], recorded, 'PX', ARGV[2])) then
   return { now, envelope or false, taken, 'none', 0, 0, 0, -1, 'memory full', incarnation() }
 end

@@ -1017,4 +1017,30 @@ async fn a_publish_carries_its_value_only_to_a_lease_someone_waits_on() {
     holder.publish(&key, publication).await.unwrap();
     let notice = published(&mut events).await;
     assert_eq!(notice.value.as_deref(), Some(&envelope[..]));
+
+    // A lease taken over keeps its mark: the replicas that waited on it still do.
+    holder.invalidate(&key).await.unwrap();
+    let read = holder.read(&key, miss_lease()).await.unwrap();
+    assert!(matches!(read.lease, Lease::Granted { .. }));
+    let waiting = other.read(&key, miss_lease()).await.unwrap();
+    assert!(matches!(waiting.lease, Lease::HeldBy(_)));
+    let forcing = asking(LeaseFor::Force);
+    let read = other.read(&key, forcing).await.unwrap();
+    assert!(
+        matches!(
+            read.lease,
+            Lease::Granted {
+                took_over: true,
+                ..
+            }
+        ),
+        "{:?}",
+        read.lease
+    );
+    let publication = held(&read, &forcing, "taken over", None);
+    let envelope = publication.envelope.clone();
+    let mut own = other.events();
+    other.publish(&key, publication).await.unwrap();
+    let notice = published(&mut own).await;
+    assert_eq!(notice.value.as_deref(), Some(&envelope[..]));
 }
