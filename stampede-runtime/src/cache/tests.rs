@@ -22,6 +22,18 @@ async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
     );
 }
 
+/// A runtime on the shared `backend` and a cache named `name` on it, fresh for a minute.
+#[cfg(feature = "redis")]
+fn shared_cache(backend: crate::Backend, name: &str) -> (Runtime, Cache<u64, u64>) {
+    let runtime = Runtime::builder().backend(backend).build().unwrap();
+    let policy = Policy::builder(name)
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let cache = Cache::builder(policy).runtime(&runtime).build();
+    (runtime, cache)
+}
+
 /// The word that the subscription came up reaches each tiered cache's listener on the
 /// store's threads, which other replicas of the process keep busy: it may come after the
 /// cache made copies and began loads under that subscription. Those heard every notice
@@ -39,15 +51,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     let Some(redis) = testkit::RedisServer::start() else {
         return;
     };
-    let runtime = Runtime::builder()
-        .backend(crate::Backend::tiered(redis.url()))
-        .build()
-        .unwrap();
-    let policy = Policy::builder("late-subscribed")
-        .fresh(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    let (runtime, cache) = shared_cache(crate::Backend::tiered(redis.url()), "late-subscribed");
     cache.load(0, || async { Ok(0) }).await.unwrap();
     within(async {
         while !runtime
@@ -144,15 +148,7 @@ async fn a_publish_notice_older_than_the_waiters_read_is_not_served() {
     let Some(redis) = testkit::RedisServer::start() else {
         return;
     };
-    let runtime = Runtime::builder()
-        .backend(crate::Backend::redis(redis.url()))
-        .build()
-        .unwrap();
-    let policy = Policy::builder("late-notice")
-        .fresh(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    let (_runtime, cache) = shared_cache(crate::Backend::redis(redis.url()), "late-notice");
     // A load reads through the script, which gives the store's clock.
     cache.load(0, || async { Ok(0) }).await.unwrap();
     let tier = cache.inner.tier().unwrap().clone();
@@ -198,15 +194,7 @@ async fn a_copy_is_heard_only_while_its_bucket_is() {
     let Some(redis) = testkit::RedisServer::start() else {
         return;
     };
-    let runtime = Runtime::builder()
-        .backend(crate::Backend::tiered(redis.url()))
-        .build()
-        .unwrap();
-    let policy = Policy::builder("copy-heard")
-        .fresh(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let cache: Cache<u64, u64> = Cache::builder(policy).runtime(&runtime).build();
+    let (_runtime, cache) = shared_cache(crate::Backend::tiered(redis.url()), "copy-heard");
     cache.load(0, || async { Ok(0) }).await.unwrap();
     let tier = cache.inner.tier().unwrap().clone();
     tokio::time::timeout(Duration::from_secs(10), async {
