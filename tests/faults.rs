@@ -1528,3 +1528,61 @@ async fn a_refresh_elsewhere_leaves_a_tiered_copy_serving_while_the_newer_value_
         "read from Redis, not the origin: {stats:?}"
     );
 }
+
+/// Redis evicting a value tells no replica: a tiered replica keeps its copy. Another
+/// replica then loads the key anew (a newer version) and publishes it, whose notice only
+/// makes that copy stale. An invalidation at the newer version is late for the store,
+/// which holds it already, yet must still retire the older copy: no call after it
+/// returned gets a version it retired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_invalidation_retires_an_older_copy_that_a_newer_publish_left_stale() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    type Row = (String, u64);
+    let (holding, loading) = (
+        common::patient_replica(Backend::tiered(redis.url())),
+        common::patient_replica(Backend::tiered(redis.url())),
+    );
+    let build = |runtime: &Runtime| -> Cache<u64, Row, AppError> {
+        let policy = policy("late-invalidation", Duration::from_secs(60))
+            .stale(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        Cache::builder(policy)
+            .runtime(runtime)
+            .source_version(|row: &Row| row.1)
+            .build()
+    };
+    let (held, other) = (build(&holding), build(&loading));
+    let row = |version: u64| move || async move { Ok((format!("v{version}"), version)) };
+    // Both subscribed, and the holding replica's copy of version 3 kept in memory.
+    bounded(async {
+        loop {
+            let _ = other.load(1, row(1)).await;
+            let _ = held.load(7, row(3)).await;
+            let up = |runtime: &Runtime| runtime.backend_stats().is_some_and(|s| s.subscribed);
+            if up(&holding) && up(&loading) && held.peek(&7).is_some() {
+                return;
+            }
+            held.invalidate(&7).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(held.peek(&7), Some(("v3".into(), 3)));
+    // Redis evicts the value (here by hand): no notice.
+    let keys = redis.cli(&["--scan", "--pattern", "*late-invalidation*"]);
+    let value = (keys.lines())
+        .find(|key| key.ends_with(":7}"))
+        .expect("the value's key");
+    redis.cli(&["DEL", value]);
+    // The other replica loads version 4 and publishes it: the copy of 3 turns stale.
+    let heard = holding.backend_stats().unwrap().notices_received;
+    assert_eq!(bounded(other.load(7, row(4))).await, Ok(("v4".into(), 4)));
+    eventually(|| holding.backend_stats().unwrap().notices_received > heard).await;
+    // Version 4 retires every older one; the store holds 4 already.
+    bounded(other.invalidate_at(&7, 4)).await.unwrap();
+    eventually(|| held.peek(&7).is_none_or(|(_, version)| version >= 4)).await;
+    assert_eq!(bounded(held.load(7, row(5))).await.unwrap().1, 4);
+}

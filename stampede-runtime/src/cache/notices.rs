@@ -5,7 +5,7 @@
 use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::envelope::Envelope;
-use crate::remote::store::{Notice, NoticeKind, StoreEvent};
+use crate::remote::store::{NoticeKind, StoreEvent};
 use crate::remote::tier::Tier;
 use std::hash::Hash;
 use std::sync::Weak;
@@ -16,9 +16,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Another replica published a newer value of `key` (a refresh): this replica's copy
     /// is served as stale from now, if its stale window allows, so the next call reads the
     /// newer value in the background instead of every caller waiting for the read. `false`
-    /// when it cannot be: the copy is dropped instead. `since`: the subscription epoch the
-    /// copy's load began under, which the demoted copy keeps.
-    fn demote(&self, tier: &Tier<K, V>, key: &K, notice: &Notice, since: u64) -> bool {
+    /// when it cannot be: the copy is dropped instead. `since` and `fence`: the
+    /// subscription epoch the copy's load began under and the fence it was read or
+    /// written under, which the demoted copy keeps.
+    fn demote(&self, tier: &Tier<K, V>, key: &K, since: u64, fence: u64) -> bool {
         let now = self.clock.now();
         let Some(held) = self.store.get_arc(key) else {
             return false;
@@ -33,11 +34,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 ..held.clone()
             });
         if demoted {
-            // Heard from now on, from the notice's fence up; a copy this replica no
-            // longer hears of is dropped instead.
-            return (tier.address(key)).is_some_and(|entry| {
-                tier.copied(&entry, key, notice.fence, held.generation, since)
-            });
+            // Still under its own fence: a notice at the publish's fence (a late
+            // invalidation: the store holds the newer value already) drops it, since it
+            // holds an older value than the store. A copy this replica no longer hears of
+            // is dropped instead.
+            return (tier.address(key))
+                .is_some_and(|entry| tier.copied(&entry, key, fence, held.generation, since));
         }
         demoted
     }
@@ -77,9 +79,9 @@ pub(super) async fn listen<K, V, E>(
                 if let Some(key) = tier.outdated_by(&notice) {
                     inner.flights.invalidate(&key);
                 }
-                if let Some((key, since)) = tier.noticed(&notice)
+                if let Some((key, since, fence)) = tier.noticed(&notice)
                     && !(notice.kind == NoticeKind::Published
-                        && inner.demote(tier, &key, &notice, since))
+                        && inner.demote(tier, &key, since, fence))
                 {
                     inner.store.invalidate(&key);
                     inner.forget_error(&key);

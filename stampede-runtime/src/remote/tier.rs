@@ -185,12 +185,13 @@ where
             });
     }
 
-    /// The key of the memory copy `notice` (from another replica) outdates, forgotten, and
-    /// the subscription epoch the copy's load began under: a publish or an invalidation
+    /// The key of the memory copy `notice` (from another replica) outdates, forgotten, with
+    /// the subscription epoch the copy's load began under and the fence it was read or
+    /// written under: a publish or an invalidation
     /// under a fence above the copy's. The notice of the very write a copy was read from,
     /// arriving after the read, leaves it: dropping its bookkeeping there would leave the
     /// copy deaf to the invalidation that follows.
-    pub(crate) fn noticed(&self, notice: &Notice) -> Option<(K, u64)> {
+    pub(crate) fn noticed(&self, notice: &Notice) -> Option<(K, u64, u64)> {
         self.held_elsewhere.invalidate(&notice.key);
         if notice.kind == NoticeKind::Released {
             return None;
@@ -201,7 +202,7 @@ where
         }
         self.copies
             .remove(&notice.key)
-            .and_then(|copy| Some((key_of(&copy)?, copy.since)))
+            .and_then(|copy| Some((key_of(&copy)?, copy.since, copy.fence)))
     }
 
     /// Forgets the memory copy of `entry`, whatever its fence: this replica is dropping

@@ -28,7 +28,8 @@
 //!   the key's mark or the stored value's, with PX = keep_until − server now, ends the
 //!   holder's lease, then announces it (a refusal too);
 //! - `invalidate`: deletes the value and the lease, raises the fence (and, with a source
-//!   version, the mark), announces it; one that arrives late only raises the mark;
+//!   version, the mark), announces it; one that arrives late only raises the mark, and
+//!   announces the current fence, so memory copies from older fences go;
 //! - `release`: deletes the lease only if it still holds the holder's token;
 //! - `beat`: the holder's sign of life while its load runs.
 //!

@@ -1,5 +1,6 @@
 -- invalidate(value, lease, fence; channel, node, version or '')
---   -> the new fence; -1 when the version arrived late (the mark still rises to it); -2
+--   -> the new fence; -1 when the version arrived late (the mark still rises to it, and
+--      copies older than the current fence are told to go); -2
 --      when memory is full and the fence could not be raised: the value and the lease are
 --      gone and the notice went out, but a load running now could still publish, so the
 --      caller queues the invalidation to send again.
@@ -18,9 +19,15 @@ if version ~= nil then
     -- Late for the stored value, yet the newest version this key has heard of: a load
     -- still in flight from an older source must not be stored after it. (A lost fence
     -- is made anew, which also fences out the loads in flight.)
-    if not write_fence(current or now * 1024, version, kept.recompute, FENCE_KEEP_MS) then
+    local fence = current or now * 1024
+    if not write_fence(fence, version, kept.recompute, FENCE_KEEP_MS) then
       return -2
     end
+    -- Still announced under the current fence: a replica's memory may hold a copy from an
+    -- older fence, of an older version (its value evicted here, then loaded anew by
+    -- another replica, whose publish only made that copy stale). The copy at this fence
+    -- holds the stored value, as new as the version, and stays.
+    notice(ARGV[1], 'i', fence, ARGV[2])
     return -1
   end
 end
