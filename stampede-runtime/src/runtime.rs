@@ -51,6 +51,27 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Sets one setting of the shared store by its key in the file's `[backend]` table,
+    /// from its text as the `STAMPEDE_REDIS_<KEY>` variable would give it: the one way
+    /// to set in code what has no method here (credentials, TLS files, timeouts). A key
+    /// that is not a backend setting, or text it cannot read, is refused here; its
+    /// range and what it names (a file, a certificate) are checked by
+    /// [`build`](Self::build).
+    ///
+    /// ```
+    /// use stampede_runtime::{Backend, Runtime};
+    /// let runtime = Runtime::builder()
+    ///     .backend(Backend::redis("rediss://cache.internal:6380/0"))
+    ///     .backend_setting("username", "orders")?
+    ///     .backend_setting("response_timeout", "100ms")?
+    ///     .build()?;
+    /// # Ok::<(), stampede_runtime::ConfigError>(())
+    /// ```
+    pub fn backend_setting(mut self, key: &str, value: &str) -> Result<Self, ConfigError> {
+        self.layers.set_backend_key(key, value)?;
+        Ok(self)
+    }
+
     /// Defines the admission semaphore `name`: at most `limit` origin calls at once across
     /// the caches naming it; a load that queues longer than `queue_timeout` is shed.
     pub fn admission(
@@ -117,7 +138,7 @@ impl RuntimeBuilder {
     /// Checks every setting (in range, every admission a function names defined, no two
     /// function names that the environment cannot tell apart) and builds the runtime.
     pub fn build(self) -> Result<Runtime, ConfigError> {
-        let config = self.layers.check()?;
+        let config = self.layers.check(Remote::check)?;
         let admissions = (config.admissions.iter())
             .map(|(name, admission)| {
                 let semaphore =
@@ -297,15 +318,16 @@ impl Runtime {
         // The store runs its connections on Tokio: connect only inside a runtime.
         tokio::runtime::Handle::try_current().ok()?;
         let remote = self.state.remote.get_or_init(|| {
-            Remote::start(&self.state.config.backend_settings, self.state.tags.clone())
-        });
-        match remote {
-            Ok(remote) => Some(remote),
-            Err(error) => {
-                tracing::warn!(target: "stampede", %error, "no shared store: values stay in this process's memory");
-                None
+            let started =
+                Remote::start(&self.state.config.backend_settings, self.state.tags.clone());
+            if let Err(error) = &started {
+                tracing::error!(target: "stampede", %error, "the shared store cannot be used: every cache of this runtime keeps its values in this process's memory");
             }
-        }
+            started
+        });
+        // A failure was logged once, when it happened: the build checked what can be
+        // checked without connecting, so this is rare (a file removed since).
+        remote.as_ref().ok()
     }
 
     /// The shared store's counters: `None` for the memory backend, or before the first
@@ -325,7 +347,8 @@ impl Runtime {
             notices_received: stats.notices_received,
             notice_buckets: stats.notice_buckets as u64,
             subscribed: stats.subscribed,
-            degraded_now: stats.breaker != BreakerState::Closed,
+            degraded_now: stats.breaker != BreakerState::Closed || stats.problem.is_some(),
+            problem: stats.problem,
             breaker_opened: stats.breaker_opened,
             degraded: stats.degraded,
             invalidations_queued: remote.queued() as u64,

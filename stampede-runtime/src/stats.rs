@@ -102,7 +102,7 @@ pub struct Stats {
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
 /// over every cache of that runtime. `Serialize`, like [`Stats`], for exporting.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct BackendStats {
     /// Reads that found an envelope.
@@ -137,9 +137,14 @@ pub struct BackendStats {
     /// goes down and again when it is back, and makes none in between (each call reads
     /// Redis), so no copy outlives a notice it missed.
     pub subscribed: bool,
-    /// The circuit breaker is open or probing: loads use memory and in-process coalescing
-    /// only.
+    /// Loads use memory and in-process coalescing only: the circuit breaker is open or
+    /// probing, or `problem` says the store cannot be used as configured.
     pub degraded_now: bool,
+    /// Why the shared store cannot be used as configured, with the setting to change: a
+    /// refused password, a command the ACL user may not run, a certificate not trusted,
+    /// Sentinels that do not answer. Seen within the last 30 s (it clears once fixed);
+    /// each cause is also logged once at error level. Never holds a secret.
+    pub problem: Option<String>,
     /// How often the breaker opened.
     pub breaker_opened: u64,
     /// Total time spent degraded.

@@ -1,9 +1,12 @@
 //! Where values are stored: the backend kind and the shared-store settings, declared once
 //! for the file's `[backend]` table and the `STAMPEDE_BACKEND` / `STAMPEDE_REDIS_*`
 //! variables.
+use super::secret::{redacted, RedisUrl, Secret};
 use super::values;
 use serde::Deserialize;
 use stampede_settings as settings;
+use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where values are stored. Each [`Runtime`](crate::Runtime) is one replica: it owns its
@@ -22,7 +25,21 @@ use std::time::Duration;
 ///     .unwrap();
 /// assert_eq!(runtime.backend(), Backend::redis("redis://127.0.0.1:6379/"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Printed, with `{}` or `{:?}`, a URL's password is `***`, so a backend can be logged
+/// or served on a health endpoint as it is:
+///
+/// ```
+/// use stampede_runtime::Backend;
+/// let backend = Backend::tiered("rediss://app:s3cret@cache:6380/0");
+/// assert_eq!(backend.to_string(), "tiered, rediss://app:***@cache:6380/0");
+/// assert!(!format!("{backend:?}").contains("s3cret"));
+/// ```
+///
+/// The URL may also name a set of Redis Sentinels and the master they watch:
+/// `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/<db>]`
+/// (`rediss+sentinel://` for TLS to the sentinels and the master).
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
     /// moka in this process, typed values, no serialization.
@@ -95,6 +112,12 @@ impl Backend {
         }
     }
 
+    /// `"memory"`, `"redis"` or `"tiered"`: what the file's `kind` says (a cluster is a
+    /// `redis` or `tiered` backend given `nodes`).
+    pub fn kind_name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
     /// The file's `kind` for this backend.
     pub(crate) fn kind(&self) -> Kind {
         match self {
@@ -110,6 +133,45 @@ impl Backend {
             Kind::Memory => None,
             Kind::Redis => Some(false),
             Kind::Tiered => Some(true),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    /// The kind, then where it connects, passwords as `***`: `tiered, redis://…`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind_name())?;
+        if let Some(url) = self.url() {
+            write!(f, ", {}", redacted(url))?;
+        }
+        if let Some(nodes) = self.nodes() {
+            let nodes: Vec<_> = nodes.iter().map(|node| redacted(node)).collect();
+            write!(f, ", cluster [{}]", nodes.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backend::Memory => f.write_str("Memory"),
+            Backend::Redis { url } | Backend::Tiered { url } => {
+                let name = if matches!(self, Backend::Redis { .. }) {
+                    "Redis"
+                } else {
+                    "Tiered"
+                };
+                f.debug_struct(name).field("url", &redacted(url)).finish()
+            }
+            Backend::RedisCluster { nodes } | Backend::TieredCluster { nodes } => {
+                let name = match self {
+                    Backend::RedisCluster { .. } => "RedisCluster",
+                    _ => "TieredCluster",
+                };
+                let nodes: Vec<_> = nodes.iter().map(|node| redacted(node)).collect();
+                f.debug_struct(name).field("nodes", &nodes).finish()
+            }
         }
     }
 }
@@ -165,15 +227,16 @@ macro_rules! backend_settings {
 backend_settings! {
     /// `memory` (default), `redis` or `tiered` (memory in front of Redis).
     kind: Kind = Kind::Memory, check |_, _| Ok(());
-    /// The Redis URL (`redis://host:6379/0`, `rediss://…`).
-    url: Option<String> = None, check |key, url| match url {
-        Some(url) if !url.contains("://") => Err(format!("{key} must be a URL such as \"redis://127.0.0.1:6379\", not `{url}`")),
+    /// The Redis URL (`redis://host:6379/0`, `rediss://…` for TLS,
+    /// `redis+sentinel://host:26379,…/<master>` for the master a set of Sentinels names).
+    url: Option<RedisUrl> = None, check |key, url| match url {
+        Some(url) if !url.expose().contains("://") => Err(format!("{key} must be a URL such as \"redis://127.0.0.1:6379\", not `{url}`")),
         _ => Ok(()),
     };
     /// Redis Cluster seed nodes (`redis://host:port` each), instead of `url`.
-    nodes: Vec<String> = Vec::new(), check |key, nodes| nodes.iter().try_for_each(|node| match node {
-        node if !node.contains("://") => Err(format!("{key} must be URLs such as \"redis://10.0.0.1:6379\", not `{node}`")),
-        node => filled(key, node),
+    nodes: Vec<RedisUrl> = Vec::new(), check |key, nodes| nodes.iter().try_for_each(|node| match node {
+        node if !node.expose().contains("://") => Err(format!("{key} must be URLs such as \"redis://10.0.0.1:6379\", not `{node}`")),
+        node => filled(key, node.expose()),
     });
     /// Prefix of every key and channel stampede writes (default `stampede`).
     prefix: String = "stampede".to_owned(), check |key, prefix| filled(key, prefix);
@@ -191,6 +254,32 @@ backend_settings! {
     /// this replica's memory, where no invalidation from another replica can reach it
     /// (default: each cache's stale window).
     degraded_ttl: Option<Duration>, parse "values::some_duration" = None, check |_, _| Ok(());
+    /// The ACL user to authenticate as (default: the URL's, else Redis's `default` user).
+    username: Option<String> = None, check |key, name| name.as_deref().map_or(Ok(()), |name| filled(key, name));
+    /// The password (default: the URL's). Prefer `password_file` (a mounted secret) or
+    /// the `STAMPEDE_REDIS_PASSWORD` variable to a password written in a file.
+    password: Option<Secret> = None, check |_, _| Ok(());
+    /// A file whose contents are the password (one trailing newline is ignored).
+    password_file: Option<PathBuf> = None, check |_, _| Ok(());
+    /// What each replica's connections are named on the server (`CLIENT SETNAME
+    /// <client_name>-<replica id>`), so `CLIENT LIST` tells them apart (default `stampede`).
+    client_name: String = "stampede".to_owned(), check client_name;
+    /// A PEM file of the certificate authorities that sign the server's certificate,
+    /// trusted instead of the platform's (a private CA).
+    tls_ca_file: Option<PathBuf> = None, check |_, _| Ok(());
+    /// The same, as PEM text.
+    tls_ca_pem: Option<String> = None, check |_, _| Ok(());
+    /// A PEM file with this client's certificate (chain), for mutual TLS.
+    tls_cert_file: Option<PathBuf> = None, check |_, _| Ok(());
+    /// A PEM file with the private key of `tls_cert_file`.
+    tls_key_file: Option<PathBuf> = None, check |_, _| Ok(());
+    /// Accept any server certificate, for self-signed test setups only: nothing then
+    /// proves the server is the one named (default false; logged as a warning).
+    tls_insecure: bool = false, check |_, _| Ok(());
+    /// The ACL user the Sentinels are asked as, when they require one.
+    sentinel_username: Option<String> = None, check |key, name| name.as_deref().map_or(Ok(()), |name| filled(key, name));
+    /// The Sentinels' password, when they require one.
+    sentinel_password: Option<Secret> = None, check |_, _| Ok(());
 }
 
 fn positive(key: &str, duration: &Duration) -> Result<(), String> {
@@ -204,6 +293,17 @@ fn at_least_one(key: &str, count: u64) -> Result<(), String> {
     }
 }
 
+/// A name `CLIENT SETNAME` takes: printable, without spaces.
+fn client_name(key: &str, name: &String) -> Result<(), String> {
+    filled(key, name)?;
+    match name.chars().all(|c| c.is_ascii_graphic()) {
+        true => Ok(()),
+        false => Err(format!(
+            "{key} must be printable ASCII without spaces (Redis refuses other client names), not `{name}`"
+        )),
+    }
+}
+
 fn filled(key: &str, text: &str) -> Result<(), String> {
     match text.trim() {
         "" => Err(format!("{key} must not be empty")),
@@ -212,11 +312,30 @@ fn filled(key: &str, text: &str) -> Result<(), String> {
 }
 
 impl BackendSettings {
+    /// Settings from `(key, text)` pairs as variables give them, defaults for the rest.
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Result<Self, String> {
+        use super::Layer;
+        let mut layer = BackendLayer::default();
+        for (key, value) in pairs {
+            layer.merge(&super::env::backend_key(key, value)?);
+        }
+        layer
+            .resolve()
+            .map_err(|(key, why)| format!("{key}: {why}"))
+    }
+
     /// The backend these settings describe. A shared kind needs one `url` or a list of
     /// cluster `nodes`, never both.
     pub(crate) fn available(&self) -> Result<Backend, (&'static str, String)> {
-        let nodes = (!self.nodes.is_empty()).then(|| self.nodes.clone());
-        match (self.kind, &self.url, nodes) {
+        let nodes = (!self.nodes.is_empty()).then(|| {
+            self.nodes
+                .iter()
+                .map(|node| node.expose().to_owned())
+                .collect()
+        });
+        let url = self.url.as_ref().map(RedisUrl::expose);
+        match (self.kind, url, nodes) {
             (_, Some(_), Some(_)) => Err((
                 "nodes",
                 "give either one `url` (a single Redis) or `nodes` (a Redis Cluster), not both"
@@ -248,7 +367,7 @@ impl BackendSettings {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Memory => "memory",
             Kind::Redis => "redis",

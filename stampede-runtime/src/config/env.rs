@@ -107,6 +107,17 @@ fn apply_one(layers: &mut Layers, variable: &str, value: &str) -> Result<(), Str
     Ok(())
 }
 
+/// The `[backend]` table with only `key` set, from its text (as a variable gives it).
+pub(super) fn backend_key(key: &str, value: &str) -> Result<BackendLayer, String> {
+    let Some(&key) = (BackendLayer::KEYS.iter()).find(|&&k| k == key) else {
+        let keys = BackendLayer::KEYS.join(", ");
+        return Err(format!(
+            "`{key}` is not a backend setting; expected one of {keys}"
+        ));
+    };
+    read::<BackendLayer>(key, value)
+}
+
 /// The table `T` with only `key` set, from the variable's text.
 fn read<'a, T: Deserialize<'a>>(key: &'a str, value: &'a str) -> Result<T, String> {
     let table = MapDeserializer::<_, ValueError>::new(std::iter::once((key, Text(value))));

@@ -48,6 +48,7 @@ mod env;
 mod error;
 mod file;
 mod overrides;
+mod secret;
 mod values;
 
 pub use backend::Backend;
@@ -56,6 +57,8 @@ pub use overrides::Overrides;
 
 pub(crate) use backend::BackendSettings;
 pub(crate) use env::{env_name, FUNCTION};
+#[cfg(feature = "redis")]
+pub(crate) use secret::{redacted, Secret};
 
 use env::collision;
 use error::At;
@@ -200,8 +203,12 @@ impl Layers {
         // or the environment said about either.
         let layer = BackendLayer {
             kind: Some(backend.kind()),
-            url: Some(backend.url().map(str::to_owned)),
-            nodes: Some(backend.nodes().map(<[String]>::to_vec).unwrap_or_default()),
+            url: Some(backend.url().map(secret::RedisUrl::new)),
+            nodes: Some(
+                (backend.nodes().unwrap_or_default().iter())
+                    .map(secret::RedisUrl::new)
+                    .collect(),
+            ),
             ..BackendLayer::default()
         };
         self.backend
@@ -251,6 +258,17 @@ impl Layers {
         Ok(())
     }
 
+    /// Sets one key of the `[backend]` table in code, from its text as a variable
+    /// would give it (`"tls_ca_file"`, `"/etc/redis/ca.pem"`).
+    pub(crate) fn set_backend_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let at = At::code(format!("backend.{key}"));
+        let layer =
+            env::backend_key(key, value).map_err(|why| ConfigError::new(at.clone(), why))?;
+        self.backend
+            .merge(Located::new(layer, None, |_| at.clone()));
+        Ok(())
+    }
+
     /// Reads the variables among `vars` that are stampede's over what is set so far.
     pub(crate) fn read_env(
         &mut self,
@@ -260,8 +278,14 @@ impl Layers {
     }
 
     /// Checks every setting (in range, every admission a function names defined, no two
-    /// function names that the environment cannot tell apart).
-    pub(crate) fn check(self) -> Result<Config, ConfigError> {
+    /// function names that the environment cannot tell apart). `reachable` checks that the
+    /// shared store's settings describe something this build can connect to (URLs it
+    /// parses, files it reads, TLS it has), blaming the key at fault; config itself knows
+    /// no client.
+    pub(crate) fn check(
+        self,
+        reachable: impl FnOnce(&BackendSettings) -> Result<(), (&'static str, String)>,
+    ) -> Result<Config, ConfigError> {
         let backend_settings =
             (self.backend.value.resolve()).map_err(|(key, why)| self.backend.refuse(key, why))?;
         let backend =
@@ -273,6 +297,9 @@ impl Layers {
                 "kind",
                 "the \"redis\" and \"tiered\" kinds need stampede's `redis` feature (on by default), which this build leaves out".to_owned(),
             ));
+        }
+        if backend != Backend::Memory {
+            reachable(&backend_settings).map_err(|(key, why)| self.backend.refuse(key, why))?;
         }
         let mut admissions = HashMap::new();
         for (name, spec) in &self.admissions {

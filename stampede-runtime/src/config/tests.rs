@@ -48,7 +48,7 @@ fn a_redis_backend_needs_the_redis_feature() {
     let settings = file::parse(path, text).unwrap();
     let mut layers = Layers::default();
     layers.backend.merge(settings.backend);
-    let checked = layers.check();
+    let checked = layers.check(|_| Ok(()));
     if cfg!(feature = "redis") {
         assert!(checked.is_ok(), "{checked:?}");
     } else {

@@ -20,6 +20,9 @@
 use super::background;
 use super::keys::EntryKey;
 #[cfg(feature = "redis")]
+#[cfg(feature = "redis")]
+use super::redis::access::Access;
+#[cfg(feature = "redis")]
 use super::redis::{RedisConfig, RedisStore};
 use super::store::{Invalidated, LeaseRequest, LeaseToken, Read, RemoteStore, StoreError};
 use super::wire::Wire;
@@ -126,17 +129,21 @@ impl Remote {
         ))
     }
 
+    /// Whether `settings` describe a shared store this build can connect to: URLs it
+    /// parses, files it reads, TLS it has; the key at fault when not.
+    pub(crate) fn check(settings: &BackendSettings) -> Result<(), (&'static str, String)> {
+        #[cfg(feature = "redis")]
+        Access::from_settings(settings)?;
+        #[cfg(not(feature = "redis"))]
+        let _ = settings;
+        Ok(())
+    }
+
     #[cfg(feature = "redis")]
     fn connect(settings: &BackendSettings) -> Result<Self, StoreError> {
-        let mut config = match (&settings.url, settings.nodes.as_slice()) {
-            (Some(url), []) => RedisConfig::new(url.clone()),
-            (None, nodes @ [_, ..]) => RedisConfig::cluster(nodes.iter().cloned()),
-            _ => {
-                return Err(StoreError::Backend(
-                    "a shared store needs one Redis url or a list of cluster nodes".into(),
-                ))
-            }
-        };
+        let access = Access::from_settings(settings)
+            .map_err(|(key, why)| StoreError::Backend(format!("`{key}`: {why}")))?;
+        let mut config = RedisConfig::over(access);
         config.prefix = settings.prefix.clone();
         config.response_timeout = settings.response_timeout;
         config.connect_timeout = settings.connect_timeout;

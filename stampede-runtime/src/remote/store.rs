@@ -332,7 +332,7 @@ pub(crate) enum Wake {
 }
 
 /// A shared store's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct RemoteStats {
     /// Reads that found an envelope.
     pub(crate) hits: u64,
@@ -358,6 +358,9 @@ pub(crate) struct RemoteStats {
     pub(crate) breaker_opened: u64,
     /// Total time the breaker stayed open or half-open.
     pub(crate) degraded: Duration,
+    /// A recent failure that points at a setting (credentials, a permission, TLS, the
+    /// Sentinels), with what to change.
+    pub(crate) problem: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

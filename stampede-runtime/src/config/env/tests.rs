@@ -61,7 +61,7 @@ fn variables_set_admissions_and_function_overrides() {
             .enabled(false)
             .admission("search")
     );
-    assert!(layers.check().is_ok());
+    assert!(layers.check(|_| Ok(())).is_ok());
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn bad_variables_are_errors_naming_the_variable() {
     ];
     for (key, value, expected) in cases {
         let error = applied(Layers::default(), vars(&[(key, value)]))
-            .and_then(Layers::check)
+            .and_then(|layers| layers.check(|_| Ok(())))
             .unwrap_err();
         let message = error.to_string();
         assert_eq!(error.key(), Some(key));
@@ -185,7 +185,7 @@ fn every_function_key_has_a_variable_lease_and_coalesce_included() {
     for key in Overrides::KEYS {
         let variable = format!("STAMPEDE_FUNCTION_F_{}", key.to_ascii_uppercase());
         let error = applied(Layers::default(), vars(&[(&variable, "?")]))
-            .and_then(Layers::check)
+            .and_then(|layers| layers.check(|_| Ok(())))
             .unwrap_err();
         assert_eq!(error.key(), Some(variable.as_str()), "{key} is read");
     }
@@ -206,15 +206,13 @@ fn redis_variables_fill_the_backend_table() {
     )
     .unwrap();
     let settings = layers.backend.value.resolve().unwrap();
-    assert_eq!(
-        settings.nodes,
-        ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]
-    );
+    let nodes: Vec<_> = settings.nodes.iter().map(|node| node.expose()).collect();
+    assert_eq!(nodes, ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]);
     assert_eq!(settings.prefix, "shop");
     assert_eq!(settings.breaker_cooldown, Duration::from_secs(2));
     assert_eq!(settings.max_value_bytes, 8 * 1024 * 1024, "the default");
     // Nodes without a shared kind would be ignored: refused, under the variable.
-    let error = layers.clone().check().unwrap_err();
+    let error = layers.clone().check(|_| Ok(())).unwrap_err();
     assert_eq!(error.key(), Some("STAMPEDE_REDIS_NODES"));
     assert!(error.message().contains("\"memory\" kind"), "{error}");
     let settings = applied(layers, vars(&[("STAMPEDE_BACKEND", "tiered")]))
@@ -241,7 +239,7 @@ fn cluster_nodes_must_be_urls_and_exclude_a_url() {
             ("STAMPEDE_REDIS_NODES", "10.0.0.1:6379"),
         ]),
     )
-    .and_then(Layers::check)
+    .and_then(|layers| layers.check(|_| Ok(())))
     .unwrap_err();
     assert_eq!(error.key(), Some("STAMPEDE_REDIS_NODES"));
     assert!(error.message().contains("redis://"), "{error}");
@@ -253,7 +251,7 @@ fn cluster_nodes_must_be_urls_and_exclude_a_url() {
             ("STAMPEDE_REDIS_NODES", "redis://10.0.0.1:6379"),
         ]),
     )
-    .and_then(Layers::check)
+    .and_then(|layers| layers.check(|_| Ok(())))
     .unwrap_err();
     assert!(error.message().contains("not both"), "{error}");
 }

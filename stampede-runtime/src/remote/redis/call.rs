@@ -41,11 +41,42 @@ impl Client {
     }
 
     /// Runs one call through `breaker` (its master's), under the response timeout,
-    /// retrying once on a connection error while time remains.
+    /// retrying once on a connection error while time remains. A failure that points at
+    /// a setting (a refused password, a missing permission, an untrusted certificate) is
+    /// the store's problem (see [`super::diagnosis`]).
     pub(super) async fn call_through<T, F, Fut>(
         &self,
         breaker: &Arc<Breaker>,
         attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: Future<Output = RedisResult<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.call_judged(breaker, attempt, true).await
+    }
+
+    /// [`Client::call_through`] for a command the store can do without (`CONFIG GET`,
+    /// `CLIENT SETNAME`): its refusal is the caller's to handle, not a problem.
+    pub(super) async fn call_optional<T, F, Fut>(
+        &self,
+        breaker: &Arc<Breaker>,
+        attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: Future<Output = RedisResult<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.call_judged(breaker, attempt, false).await
+    }
+
+    async fn call_judged<T, F, Fut>(
+        &self,
+        breaker: &Arc<Breaker>,
+        attempt: F,
+        required: bool,
     ) -> Result<T, StoreError>
     where
         F: Fn(Connection) -> Fut,
@@ -59,10 +90,28 @@ impl Client {
         };
         let timeout = self.config.response_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut call = Box::pin(attempt(self.connection.clone()));
+        if self.connection().is_none() {
+            // No master known yet: ask the Sentinels, within this call's deadline.
+            match tokio::time::timeout_at(deadline, self.follow_master()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    pass.failed(&error.to_string());
+                    return Err(error);
+                }
+                Err(_) => {
+                    pass.failed("no Sentinel named the master in time");
+                    return Err(StoreError::Timeout(timeout));
+                }
+            }
+        }
+        let Some(connection) = self.connection() else {
+            pass.failed("no master to call");
+            return Err(StoreError::Unavailable);
+        };
+        let mut call = Box::pin(attempt(connection.clone()));
         let mut answer = tokio::time::timeout_at(deadline, &mut call).await;
         if matches!(&answer, Ok(Err(e)) if unusable(e)) && tokio::time::Instant::now() < deadline {
-            call = Box::pin(attempt(self.connection.clone()));
+            call = Box::pin(attempt(connection));
             answer = tokio::time::timeout_at(deadline, &mut call).await;
         }
         match answer {
@@ -72,6 +121,9 @@ impl Client {
             }
             Ok(Err(e)) => {
                 bump(&self.counters.errors);
+                if required {
+                    self.problems.judge(&e);
+                }
                 if unusable(&e) {
                     pass.failed(&e.to_string());
                 } else {

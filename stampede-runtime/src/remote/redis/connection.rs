@@ -5,35 +5,14 @@
 //! by its first key's slot, follows MOVED and ASK, and loads a script on every master
 //! after NOSCRIPT. Notices need no cluster client: see [`super::notices`] for why a
 //! subscriber listens on one node.
+use super::access::{Access, Target};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster::ClusterConfig;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{
-    Client, Cmd, IntoConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
-    RedisResult, Value,
-};
+use redis::{Client, Cmd, Pipeline, ProtocolVersion, RedisError, RedisFuture, RedisResult, Value};
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-/// Where the shared store lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// One Redis server: `redis://host:port/db`.
-    Node(String),
-    /// A Redis Cluster, by any of its masters (the client discovers the rest).
-    Cluster(Vec<String>),
-}
-
-impl Target {
-    /// The URLs a notice subscriber may listen on, in the order it tries them.
-    pub(crate) fn urls(&self) -> &[String] {
-        match self {
-            Self::Node(url) => std::slice::from_ref(url),
-            Self::Cluster(nodes) => nodes,
-        }
-    }
-}
 
 /// A multiplexed connection to either target; cheap to clone.
 #[derive(Clone)]
@@ -62,32 +41,37 @@ impl Patience {
 }
 
 impl Connection {
-    /// Connects lazily: only a malformed URL or an empty node list fails here.
-    pub(crate) fn open(target: &Target, patience: Patience) -> RedisResult<Self> {
-        match target {
-            Target::Node(url) => Ok(Self::Node(ConnectionManager::new_lazy_with_config(
-                Client::open(url.as_str())?,
-                node_config(patience),
-            )?)),
+    /// Connects lazily: only settings the client refuses fail here. `None` for a master
+    /// the Sentinels name, which is found by asking them (see [`super::sentinel`]).
+    pub(crate) fn open(access: &Access, patience: Patience) -> RedisResult<Option<Self>> {
+        match &access.target {
+            Target::Node(info) => Self::node(access.client(info)?, patience).map(Some),
             Target::Cluster(nodes) => {
                 // MOVED and ASK replies count as retries in this client, so it needs a
                 // few: a slot moving under a call costs two (ASK, then MOVED).
-                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                let client = (access.cluster_client(nodes))
                     .retries(4)
                     .min_retry_wait(5)
                     .max_retry_wait(50)
                     .connection_timeout(patience.connect_timeout)
                     .response_timeout(patience.backstop())
                     .build()?;
-                Ok(Self::Cluster(
+                Ok(Some(Self::Cluster(
                     client.get_pending_async_connection_with_config(
                         ClusterConfig::new()
                             .set_connection_timeout(patience.connect_timeout)
                             .set_response_timeout(patience.backstop()),
                     ),
-                ))
+                )))
             }
+            Target::Sentinel(_) => Ok(None),
         }
+    }
+
+    /// A lazy connection to one server through `client`.
+    pub(crate) fn node(client: Client, patience: Patience) -> RedisResult<Self> {
+        let manager = ConnectionManager::new_lazy_with_config(client, node_config(patience))?;
+        Ok(Self::Node(manager))
     }
 }
 
@@ -155,19 +139,21 @@ fn node_config(patience: Patience) -> ConnectionManagerConfig {
         .set_number_of_retries(1)
 }
 
-/// A lazy RESP3 connection to one node that forwards its pushes (messages, subscription
-/// changes, disconnections) to `pushes` and subscribes again after a reconnect.
+/// A lazy RESP3 connection through `client` (one node's) that forwards its pushes
+/// (messages, subscription changes, disconnections) to `pushes` and subscribes again
+/// after a reconnect.
 pub(crate) fn subscriber(
-    url: &str,
+    client: Client,
     patience: Patience,
     pushes: mpsc::UnboundedSender<redis::PushInfo>,
 ) -> Result<ConnectionManager, RedisError> {
-    let info = url.into_connection_info()?;
+    let info = client.get_connection_info().clone();
     let resp3 = info.clone().set_redis_settings(
         info.redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3),
     );
+    // The TLS parameters `client` was built with live in the address, so they stay.
     ConnectionManager::new_lazy_with_config(
         Client::open(resp3)?,
         node_config(patience)

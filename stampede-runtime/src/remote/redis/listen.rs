@@ -219,7 +219,9 @@ impl Client {
             if self.interest.heard(bucket, epoch) {
                 return;
             }
-            let mut connection = self.listener().clone();
+            let Some(mut connection) = self.listener() else {
+                return;
+            };
             if connection.subscribe(&channel).await.is_ok() {
                 self.interest.confirmed(bucket, epoch);
             }
@@ -244,14 +246,20 @@ impl Client {
         let channels: Vec<String> = (idle.iter())
             .map(|&bucket| bucket_channel(&self.channel, bucket))
             .collect();
-        let mut connection = self.listener().clone();
+        let Some(mut connection) = self.listener() else {
+            return;
+        };
         let timeout = self.config.response_timeout;
         // Not answered: the buckets stay subscribed in Redis, and only cost their notices.
         let _ = tokio::time::timeout(timeout, connection.unsubscribe(channels)).await;
     }
 
-    fn listener(&self) -> MutexGuard<'_, redis::aio::ConnectionManager> {
-        self.listener.lock().unwrap_or_else(PoisonError::into_inner)
+    /// A handle on the subscription's connection, once there is one.
+    fn listener(&self) -> Option<redis::aio::ConnectionManager> {
+        self.listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

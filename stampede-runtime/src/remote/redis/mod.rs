@@ -50,29 +50,34 @@
 //!   and the second read gets the same lease back.
 //! - Run the cluster with `cluster-require-full-coverage no`: with the default, every
 //!   node refuses every query while one master is down.
+pub(crate) mod access;
 mod breaker;
 mod call;
 pub(crate) mod cluster;
 mod connection;
+mod diagnosis;
 mod listen;
 mod notices;
 mod ops;
 mod scan;
 mod script;
+mod sentinel;
 mod subscriber;
 mod tags;
 
 use super::background;
 use super::keys::{notice_channel, EntryKey};
 use super::store::{ServerClock, StoreError};
+use access::{Access, Target};
 use cluster::Shards;
-pub(crate) use connection::Target;
 use connection::{Connection, Patience};
+use diagnosis::Problems;
 use notices::NoticeHub;
 use redis::RedisError;
 use script::LuaScript;
+use sentinel::Follower;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use subscriber::Subscriber;
 use tokio::sync::mpsc;
@@ -88,9 +93,9 @@ pub(crate) const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How to reach Redis and how patient to be with it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct RedisConfig {
-    pub(crate) target: Target,
+    pub(crate) access: Access,
     /// The first segment of every key, and the notice channel's name.
     pub(crate) prefix: String,
     pub(crate) response_timeout: Duration,
@@ -101,21 +106,25 @@ pub(crate) struct RedisConfig {
 }
 
 impl RedisConfig {
-    /// One Redis server at `url`, with the defaults.
+    /// One Redis server at `url`, with the defaults (tests: a malformed URL panics).
+    #[cfg(test)]
     pub(crate) fn new(url: impl Into<String>) -> Self {
-        Self::with_target(Target::Node(url.into()))
+        Self::over(Access::node(&url.into()).expect("a Redis URL"))
     }
 
     /// A Redis Cluster reached through any of `nodes` (`redis://host:port` each), with
     /// the defaults. Calls reach every master whichever nodes are listed; the notice
     /// subscription moves only among the listed ones, so list more than one.
+    #[cfg(test)]
     pub(crate) fn cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self::with_target(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        Self::over(Access::cluster(&nodes).expect("Redis URLs"))
     }
 
-    fn with_target(target: Target) -> Self {
+    /// Redis as `access` reaches it, with the default timeouts.
+    pub(crate) fn over(access: Access) -> Self {
         Self {
-            target,
+            access,
             prefix: "stampede".into(),
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -133,6 +142,7 @@ struct Scripts {
     release: LuaScript,
     beat: LuaScript,
     tag: LuaScript,
+    probe: LuaScript,
 }
 
 impl Scripts {
@@ -146,6 +156,7 @@ impl Scripts {
             release: script(include_str!("lua/release.lua")),
             beat: script(include_str!("lua/beat.lua")),
             tag: script(include_str!("lua/tag.lua")),
+            probe: LuaScript::new(include_str!("lua/probe.lua").to_owned()),
         }
     }
 }
@@ -167,7 +178,18 @@ fn bump(counter: &AtomicU64) {
 
 struct Client {
     config: RedisConfig,
-    connection: Connection,
+    /// `None` until the Sentinels name a master; replaced when they name another.
+    connection: RwLock<Option<Connection>>,
+    /// The Sentinels, for a master they name.
+    follower: Option<Follower>,
+    /// The address of the master the connection goes to, for a master Sentinels name.
+    master: Mutex<Option<(String, u16)>>,
+    /// One search for the master at a time.
+    finding: tokio::sync::Mutex<()>,
+    /// Failures that point at a setting (credentials, permissions, TLS, Sentinels).
+    problems: Problems,
+    /// The permissions were probed (once per store, see [`diagnosis`]).
+    probed: std::sync::atomic::AtomicBool,
     channel: String,
     scripts: Scripts,
     shards: Shards,
@@ -177,8 +199,9 @@ struct Client {
     /// Subscribes share it; unsubscribing idle buckets takes it alone, so an unsubscribe
     /// never lands after a load's subscribe to the same bucket.
     subscribing: tokio::sync::RwLock<()>,
-    /// The subscription's connection (a handle on it), to subscribe buckets through.
-    listener: Mutex<redis::aio::ConnectionManager>,
+    /// The subscription's connection (a handle on it), to subscribe buckets through;
+    /// `None` until the Sentinels name a master.
+    listener: Mutex<Option<redis::aio::ConnectionManager>>,
     /// Shared with calls finished in the background after their caller gave up.
     counters: Arc<Counters>,
     /// The server's clock from the latest script read, taken as of the moment it was
@@ -211,10 +234,16 @@ impl RedisStore {
             ));
         }
         let backend = |e: RedisError| StoreError::Backend(e.to_string());
-        if config.target.urls().is_empty() {
+        if let Target::Cluster(nodes) = &config.access.target
+            && nodes.is_empty()
+        {
             return Err(StoreError::Backend(
                 "a Redis Cluster needs at least one node".into(),
             ));
+        }
+        access::prepare_tls();
+        if config.access.insecure() {
+            tracing::warn!(target: "stampede", redis = %config.access.describe(), "TLS without certificate checks (`tls_insecure` or `#insecure`): nothing proves this is the Redis it claims to be; for self-signed test setups only");
         }
         // The client spawns tasks of its own (reconnects, disconnect watchers) on the
         // runtime it is made in: the store's, which lives as long as the process.
@@ -224,9 +253,15 @@ impl RedisStore {
             response_timeout: config.response_timeout,
             connect_timeout: config.connect_timeout,
         };
-        let connection = Connection::open(&config.target, patience).map_err(backend)?;
+        let connection = Connection::open(&config.access, patience).map_err(backend)?;
+        let follower = match &config.access.target {
+            Target::Sentinel(sentinels) => {
+                Some(Follower::new(&config.access, sentinels, patience).map_err(backend)?)
+            }
+            _ => None,
+        };
         let (push_sender, pushes) = mpsc::unbounded_channel();
-        let subscriber = Subscriber::open(&config.target, patience, push_sender)?;
+        let subscriber = Subscriber::open(&config.access, patience, push_sender)?;
 
         let client = Arc::new(Client {
             channel: notice_channel(&config.prefix),
@@ -238,7 +273,12 @@ impl RedisStore {
             scripts: Scripts::new(),
             counters: Arc::default(),
             clock: Mutex::new(None),
-            connection,
+            connection: RwLock::new(connection),
+            follower,
+            master: Mutex::new(None),
+            finding: tokio::sync::Mutex::new(()),
+            problems: Problems::default(),
+            probed: Default::default(),
             config,
         });
         let store = background::handle();
@@ -247,6 +287,64 @@ impl RedisStore {
             store.spawn(subscriber::heartbeat(Arc::downgrade(&client), subscriber)),
         ];
         Ok(Self { client, tasks })
+    }
+}
+
+impl Client {
+    /// The connection calls go through: `None` while no master is known.
+    fn connection(&self) -> Option<Connection> {
+        self.connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Asks the Sentinels where the master is and, when it moved (or was not known),
+    /// points the connection there. Whether it moved; `Ok(false)` when the target has no
+    /// Sentinels.
+    async fn follow_master(&self) -> Result<bool, StoreError> {
+        let Some(follower) = &self.follower else {
+            return Ok(false);
+        };
+        let _one_search = self.finding.lock().await;
+        let found = match follower.master(self.config.response_timeout).await {
+            Ok(found) => found,
+            Err(error) => {
+                self.problems
+                    .saw(diagnosis::Cause::Sentinel, error.to_string());
+                return Err(error);
+            }
+        };
+        let mut master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
+        if master.as_ref() == Some(&found) {
+            return Ok(false);
+        }
+        let patience = Patience {
+            response_timeout: self.config.response_timeout,
+            connect_timeout: self.config.connect_timeout,
+        };
+        let backend = |e: RedisError| StoreError::Backend(e.to_string());
+        let client = (self.config.access)
+            .client_at(&found.0, found.1)
+            .map_err(backend)?;
+        let _store_runtime = background::handle().enter();
+        let connection = Connection::node(client, patience).map_err(backend)?;
+        if let Some((host, port)) = master.as_ref() {
+            tracing::warn!(target: "stampede", from = %format!("{host}:{port}"), to = %format!("{}:{}", found.0, found.1), "the Sentinels name another master (a failover): following it");
+        }
+        *self
+            .connection
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(connection);
+        *master = Some(found);
+        Ok(true)
+    }
+
+    /// The master the Sentinels named last, as a client (for the subscription).
+    fn master_client(&self) -> Option<redis::Client> {
+        let master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
+        let (host, port) = master.as_ref()?;
+        self.config.access.client_at(host, *port).ok()
     }
 }
 

@@ -469,6 +469,7 @@ impl RemoteStore for RedisStore {
             breaker,
             breaker_opened,
             degraded,
+            problem: self.client.problems.current(),
         }
     }
 }

@@ -13,10 +13,9 @@ impl Client {
     /// scan that skipped a master would leave its entries behind. A master that cannot be
     /// scanned does not stop the others; it is named in the answer.
     pub(super) async fn entries(&self, pattern: &str, only: Option<&[String]>) -> Scan {
-        let masters = match (&self.connection, only) {
+        let masters = match (self.connection(), only) {
             (_, Some(only)) => only.to_vec(),
-            (Connection::Node(_), None) => vec![String::new()],
-            (Connection::Cluster(_), None) => match self.masters().await {
+            (Some(Connection::Cluster(_)), None) => match self.masters().await {
                 Ok(masters) => masters,
                 Err(error) => {
                     return Scan {
@@ -28,6 +27,8 @@ impl Client {
                     }
                 }
             },
+            // One server (a master the Sentinels name, found on the first call).
+            (_, None) => vec![String::new()],
         };
         // By value key: an entry's three keys name it once.
         let mut found = std::collections::BTreeMap::new();

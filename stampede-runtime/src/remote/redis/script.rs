@@ -78,6 +78,16 @@ impl Invocation {
         }
     }
 
+    /// As EVAL, with the whole script: for a script sent once.
+    pub(crate) async fn eval_async<T: FromRedisValue>(
+        &self,
+        connection: &mut impl ConnectionLike,
+    ) -> RedisResult<T> {
+        self.command("EVAL", &self.script.code)
+            .query_async(connection)
+            .await
+    }
+
     fn command(&self, name: &str, script: &str) -> redis::Cmd {
         let mut command = redis::cmd(name);
         command

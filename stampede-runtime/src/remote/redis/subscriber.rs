@@ -5,20 +5,21 @@
 //! which closes the client's reconnect gap); keeps the subscription up, subscribing again
 //! (in a cluster, on the next node) when it dropped. Once per master it also reads the
 //! eviction policy: one that may evict stampede's fences, leases and marks is warned of.
+use super::access::{Access, Target};
 use super::breaker::Breaker;
-use super::connection::{self, Connection, Patience, Target};
-use super::Client;
+use super::connection::{self, Connection, Patience};
 use crate::remote::store::StoreError;
 use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{PushKind, RedisError, RedisResult};
+use redis::{Client, PushKind, RedisError, RedisResult};
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, Weak};
 use tokio::sync::mpsc;
 
 /// Feeds the subscription's pushes to the hub until the store is dropped.
 pub(super) async fn receive_pushes(
-    client: Weak<Client>,
+    client: Weak<super::Client>,
     mut pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
 ) {
     while let Some(push) = pushes.recv().await {
@@ -52,31 +53,40 @@ pub(super) async fn receive_pushes(
 
 /// The notice subscription's connection: one node. Notices go out with plain `PUBLISH`,
 /// which a cluster broadcasts to every node, so in a cluster any node will do, and the
-/// subscriber moves to the next one when its node does not let it subscribe.
+/// subscriber moves to the next one when its node does not let it subscribe. For a
+/// master the Sentinels name, it follows the master.
 pub(super) struct Subscriber {
-    urls: Vec<String>,
+    nodes: Vec<Client>,
     at: usize,
     patience: Patience,
     pushes: mpsc::UnboundedSender<redis::PushInfo>,
-    connection: ConnectionManager,
+    /// `None` until the Sentinels name a master.
+    connection: Option<ConnectionManager>,
 }
 
 impl Subscriber {
     pub(super) fn open(
-        target: &Target,
+        access: &Access,
         patience: Patience,
         pushes: mpsc::UnboundedSender<redis::PushInfo>,
     ) -> Result<Self, StoreError> {
         let backend = |e: RedisError| StoreError::Backend(e.to_string());
-        let urls = target.urls().to_vec();
-        // Every URL is checked now, so moving on later cannot fail on a malformed one.
-        for url in &urls {
-            connection::subscriber(url, patience, pushes.clone()).map_err(backend)?;
-        }
-        let connection =
-            connection::subscriber(&urls[0], patience, pushes.clone()).map_err(backend)?;
+        let infos = match &access.target {
+            Target::Node(info) => std::slice::from_ref(info),
+            Target::Cluster(nodes) => nodes.as_slice(),
+            Target::Sentinel(_) => &[],
+        };
+        // Every node's client is made now, so moving on later cannot fail on one.
+        let nodes: Vec<Client> = (infos.iter())
+            .map(|info| access.client(info))
+            .collect::<Result<_, _>>()
+            .map_err(backend)?;
+        let connection = (nodes.first())
+            .map(|node| connection::subscriber(node.clone(), patience, pushes.clone()))
+            .transpose()
+            .map_err(backend)?;
         Ok(Self {
-            urls,
+            nodes,
             at: 0,
             patience,
             pushes,
@@ -85,26 +95,39 @@ impl Subscriber {
     }
 
     /// A handle on the connection (it is multiplexed).
-    pub(super) fn connection(&self) -> ConnectionManager {
+    pub(super) fn connection(&self) -> Option<ConnectionManager> {
         self.connection.clone()
     }
 
     /// Moves to the next node, if there is another.
     fn next_node(&mut self) {
-        if self.urls.len() < 2 {
+        if self.nodes.len() < 2 {
             return;
         }
-        self.at = (self.at + 1) % self.urls.len();
-        if let Ok(connection) =
-            connection::subscriber(&self.urls[self.at], self.patience, self.pushes.clone())
-        {
-            self.connection = connection;
+        self.at = (self.at + 1) % self.nodes.len();
+        let node = self.nodes[self.at].clone();
+        if let Ok(connection) = connection::subscriber(node, self.patience, self.pushes.clone()) {
+            self.connection = Some(connection);
+        }
+    }
+
+    /// Listens on `master` from now on (the Sentinels named it).
+    fn follow(&mut self, master: Client) {
+        match connection::subscriber(master.clone(), self.patience, self.pushes.clone()) {
+            Ok(connection) => {
+                self.nodes = vec![master];
+                self.at = 0;
+                self.connection = Some(connection);
+            }
+            Err(error) => {
+                tracing::warn!(target: "stampede", %error, "cannot listen on the new master");
+            }
         }
     }
 }
 
 /// Runs until the store is dropped; see the module's documentation.
-pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) {
+pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subscriber) {
     let period = match client.upgrade() {
         Some(client) => client.config.heartbeat,
         None => return,
@@ -113,6 +136,7 @@ pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) 
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut first = true;
     let mut policies_read = HashSet::new();
+    let mut naming = Naming::default();
     loop {
         ticks.tick().await;
         let Some(client) = client.upgrade() else {
@@ -121,7 +145,21 @@ pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) 
         client.hub.prune();
         client.unsubscribe_idle().await;
         let timeout = client.config.response_timeout;
-        if let Connection::Cluster(connection) = &client.connection {
+        // A master the Sentinels name: ask where it is now, and move there after a
+        // failover (the subscription too: notices sent meanwhile are lost, so it is a
+        // lost subscription).
+        if let Ok(moved) = client.follow_master().await
+            && (moved || subscriber.connection.is_none())
+            && let Some(master) = client.master_client()
+        {
+            subscriber.follow(master);
+            *client
+                .listener
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = subscriber.connection();
+            client.hub.set_subscribed(false);
+        }
+        if let Some(Connection::Cluster(connection)) = client.connection() {
             let mut connection = connection.clone();
             let slots = connection.route_command(
                 redis::cmd("CLUSTER").arg("SLOTS").to_owned(),
@@ -147,48 +185,99 @@ pub(super) async fn heartbeat(client: Weak<Client>, mut subscriber: Subscriber) 
             }
         }
         first = false;
+        if !client.probed.load(Ordering::Relaxed) && client.probe_permissions().await {
+            client.probed.store(true, Ordering::Relaxed);
+        }
+        naming.name(&client, &subscriber).await;
+        let Some(mut connection) = subscriber.connection() else {
+            continue;
+        };
         if *client.hub.subscription().borrow() {
             let ping = redis::cmd("PING");
             let answered =
-                tokio::time::timeout(timeout, ping.query_async::<()>(&mut subscriber.connection))
-                    .await;
+                tokio::time::timeout(timeout, ping.query_async::<()>(&mut connection)).await;
             if !matches!(answered, Ok(Ok(()))) {
                 // A black hole never disconnects; a silent subscription is a lost one.
                 client.hub.set_subscribed(false);
             }
         } else {
             let channel = client.channel.clone();
-            let subscribed =
-                tokio::time::timeout(timeout, subscriber.connection.subscribe(&channel)).await;
-            if matches!(subscribed, Ok(Ok(()))) {
-                client.hub.set_subscribed(true);
-            } else {
-                subscriber.next_node();
-                *client
-                    .listener
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = subscriber.connection();
+            let subscribed = tokio::time::timeout(timeout, connection.subscribe(&channel)).await;
+            match subscribed {
+                Ok(Ok(())) => client.hub.set_subscribed(true),
+                failed => {
+                    if let Ok(Err(error)) = &failed {
+                        client.problems.judge(error);
+                    }
+                    subscriber.next_node();
+                    *client
+                        .listener
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = subscriber.connection();
+                }
             }
         }
     }
+}
+
+/// `CLIENT SETNAME <client_name>-<replica>` on the store's connection and
+/// `…-notices` on the subscription's, once a heartbeat (a reconnection forgets the
+/// name). Managed services may refuse `CLIENT`: then it says so once and stops asking.
+#[derive(Default)]
+struct Naming {
+    refused: bool,
+}
+
+impl Naming {
+    async fn name(&mut self, client: &Arc<super::Client>, subscriber: &Subscriber) {
+        if self.refused {
+            return;
+        }
+        let name = format!("{}-{}", client.config.access.client_name, client.hub.node());
+        let breaker = client.shards.breaker("");
+        let named = client
+            .call_optional(&breaker, |connection| set_name(connection, name.clone()))
+            .await;
+        if let Err(StoreError::Backend(error)) = named {
+            tracing::info!(target: "stampede", %error, "Redis refuses CLIENT SETNAME to this user: stampede's connections go unnamed (CLIENT LIST still shows lib-name=stampede)");
+            self.refused = true;
+            return;
+        }
+        if let Some(mut connection) = subscriber.connection() {
+            let mut command = redis::cmd("CLIENT");
+            command.arg("SETNAME").arg(format!("{name}-notices"));
+            let timeout = client.config.response_timeout;
+            let _ = tokio::time::timeout(timeout, command.query_async::<()>(&mut connection)).await;
+        }
+    }
+}
+
+/// `CLIENT SETNAME` on a single server or every master of a cluster.
+async fn set_name(connection: Connection, name: String) -> RedisResult<()> {
+    let mut command = redis::cmd("CLIENT");
+    command.arg("SETNAME").arg(name);
+    let mut connection = connection;
+    command.query_async(&mut connection).await
 }
 
 /// Warns once per master when its memory limit and eviction policy can evict stampede's
 /// keys: an evicted fence or lease fails closed (a publish refused, a load repeated), but
 /// an evicted mark forgets an invalidation at a source version, and an evicted value is a
 /// miss. `noeviction` (or no limit) is the safe setting; a server that refuses `CONFIG`
-/// (a managed service) is not asked again.
-async fn warn_of_eviction(client: &Client, breaker: &Arc<Breaker>, master: &str) {
+/// (a managed service) is not asked again, and says so once.
+async fn warn_of_eviction(client: &super::Client, breaker: &Arc<Breaker>, master: &str) {
     let config = |parameter: &'static str| {
         let master = master.to_owned();
         move |connection: Connection| config_get(connection, master.clone(), parameter)
     };
-    let (Ok(limit), Ok(policy)) = (
-        client.call_through(breaker, config("maxmemory")).await,
+    let (limit, policy) = (
+        client.call_optional(breaker, config("maxmemory")).await,
         client
-            .call_through(breaker, config("maxmemory-policy"))
+            .call_optional(breaker, config("maxmemory-policy"))
             .await,
-    ) else {
+    );
+    let (Ok(limit), Ok(policy)) = (limit, policy) else {
+        tracing::info!(target: "stampede", shard = %master, "Redis does not let this user read its eviction policy (CONFIG GET): make sure it is `noeviction`, or that stampede's keys cannot be evicted (see the fleet guide)");
         return;
     };
     if limit != "0" && policy != "noeviction" {

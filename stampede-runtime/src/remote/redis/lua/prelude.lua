@@ -117,14 +117,18 @@ local function write_fence(fence, mark, recompute, keep_ms)
 end
 
 -- Raises the fence, keeping its mark (or setting `mark`); nil if it could not be written.
--- A lost fence (expired, evicted, flushed, never set, not ours) restarts at the server's
--- clock × 1024, above every fence handed out before it (fewer than 1024 per millisecond)
--- and above the stored value's, so a publish from before the loss never meets an equal
--- fence again. now × 1024 stays below 2^53 until the year 2248.
+-- A fence is never below the server's clock × 1024: a key is raised fewer than 1024 times
+-- a millisecond, so a fence is never handed out twice even when the counter goes back (a
+-- lost fence: expired, evicted, flushed, never set, not ours; a restart from a snapshot;
+-- a failover to a replica that lagged), given clocks that do not go back by more than the
+-- time a restart or failover takes. It also starts above the stored value's fence, so a
+-- publish from before a loss never meets an equal fence again. now × 1024 stays below
+-- 2^53 until the year 2248.
 local function raise_fence(now, stored_fence, keep_ms, mark)
   local kept = get_fence() or {}
   local current = kept.fence or now * 1024
   if stored_fence ~= nil and stored_fence > current then current = stored_fence end
+  if current < now * 1024 then current = now * 1024 end
   if current + 1 >= EXACT then current = now * 1024 end
   local fence = current + 1
   if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms) then return nil end
@@ -158,11 +162,15 @@ local function lease_value(fence, token, granted, alive, recompute, waited)
   return v
 end
 
--- The server's run id: a restart, or a failover to another node, changes it. Fences a
--- snapshot or a lagging replica brought back may be older than ones already handed out,
--- so a publish whose read saw another run id is refused.
+-- The server's run id: a restart, or a failover to another node, changes it. A snapshot
+-- or a lagging replica may bring back the very fence a load read before the restart, so
+-- a publish whose read saw another run id is refused. '' where this user may not run
+-- INFO (least-privilege ACL users and managed services often cannot): then the fence
+-- alone decides, which the clock floor above keeps unique.
 local function incarnation()
-  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'run_id:(%x+)') or ''
 end
 
 local function notice(channel, kind, fence, node)

@@ -523,7 +523,7 @@ async fn wake_up_latency_of_plain_and_sharded_notices() {
     let mut publisher = client.get_async_connection().await.unwrap();
     let (push_sender, mut pushes) = mpsc::unbounded_channel();
     let mut plain_subscriber = connection::subscriber(
-        &cluster.node_urls()[0],
+        redis::Client::open(cluster.node_urls()[0].as_str()).unwrap(),
         Patience {
             response_timeout: PROMPTLY,
             connect_timeout: PROMPTLY,
