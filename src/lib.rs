@@ -40,7 +40,16 @@
 //! NAME_OF.invalidate(&(7, 1)).await.unwrap();
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! - `redis` (on by default): the Redis client, for the `redis` and `tiered` backends.
+//!   Without it a runtime whose configuration names Redis fails to build with an error
+//!   that says so, and the client is not compiled.
+//! - `metrics`: the counters exported through the `metrics` facade to whatever recorder
+//!   is installed (`Runtime::export_metrics`, `RuntimeBuilder::metrics_interval`).
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use stampede_macros::cached;
 pub use stampede_runtime::{

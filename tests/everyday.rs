@@ -75,7 +75,7 @@ impl PgPool {
     }
 }
 
-/// The README's quickstart function: its attribute and signature as written there.
+/// The attribute guide's first function (`docs/attribute.md`), as written there.
 #[cached(fresh = "60s", stale = "30s", xfetch, key = (tenant, id), clone(db))]
 pub async fn load_profile(tenant: TenantId, id: u64, db: &PgPool) -> Result<Profile, AppError> {
     db.fetch_profile(&tenant, id).await

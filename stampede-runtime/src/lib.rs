@@ -13,6 +13,7 @@
 //! | the origin panics | every waiter gets `Error::OriginPanicked` | the panic reaches the leader's caller; one waiter takes over |
 //! | stale-window and XFetch refresh | in the background; every caller gets the current value | in the caller that triggers it; every other caller gets the current value |
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod admission;

@@ -107,6 +107,7 @@ impl RuntimeBuilder {
     /// its own, from the first cache built with it (default 5 s; `Duration::ZERO` never:
     /// call [`Runtime::export_metrics`] yourself). Feature `metrics`.
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics_interval(mut self, interval: Duration) -> Self {
         self.metrics_interval = Some(interval);
         self

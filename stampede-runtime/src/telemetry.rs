@@ -23,12 +23,13 @@ impl Runtime {
     /// its shared store's counters (`backend = redis | tiered`) to the installed `metrics`
     /// recorder. It runs on its own every [`metrics_interval`](crate::RuntimeBuilder::metrics_interval);
     /// call it before a scrape for figures of that moment. The observability guide
-    /// (`docs/observability.md`) lists the names.
+    /// (`docs/observability.md`) lists the names. Feature `metrics`.
     ///
     /// ```
     /// let runtime = stampede_runtime::Runtime::builder().build().unwrap();
     /// runtime.export_metrics(); // without a recorder, a no-op
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn export_metrics(&self) {
         for cache in self.observed() {
             export_cache(cache.name(), &cache.stats());
