@@ -20,14 +20,60 @@ pub const CHILD: &str = "INTEGRATION_TEST_CHILD";
 /// could stay disabled for them.
 #[ctor::ctor(unsafe)]
 fn before_any_test() {
-    tracing::subscriber::set_global_default(Undecided)
-        .expect("the first global subscriber of this process");
+    if std::env::var_os(PRINT_LOGS).is_some() {
+        tracing::subscriber::set_global_default(Printing)
+            .expect("the first global subscriber of this process");
+    } else {
+        tracing::subscriber::set_global_default(Undecided)
+            .expect("the first global subscriber of this process");
+    }
     if std::env::var_os(CHILD).is_none() {
         stampede::Runtime::builder()
             .clock(stampede::Clock::tokio())
             .admission("db", 8, std::time::Duration::from_secs(1))
             .install()
             .expect("the process's runtime, installed before any test");
+    }
+}
+
+/// Set in a child process (`common::run_child`) whose every event and span field, on
+/// any thread, the parent reads back: each printed as a report line.
+pub const PRINT_LOGS: &str = "INTEGRATION_TEST_PRINT_LOGS";
+
+/// Prints every event and every span's fields as `@report log …` lines.
+struct Printing;
+
+impl tracing::Subscriber for Printing {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut line = format!("span {}", span.metadata().name());
+        span.record(&mut Fields(&mut line));
+        println!("{}log {line}", common::REPORT);
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut line = "span fields".to_owned();
+        values.record(&mut Fields(&mut line));
+        println!("{}log {line}", common::REPORT);
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = format!("{} {}", event.metadata().level(), event.metadata().target());
+        event.record(&mut Fields(&mut line));
+        println!("{}log {line}", common::REPORT);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Appends ` name=value` for each field, values as `Debug` shows them.
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
     }
 }
 
@@ -76,6 +122,7 @@ mod negative_caching;
 mod notices;
 mod observability;
 mod origin_errors;
+mod production;
 mod shared_store;
 mod spans;
 mod tags;

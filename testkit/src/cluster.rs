@@ -20,10 +20,14 @@ const BUS_OFFSET: u16 = 10_000;
 pub struct RedisCluster {
     dir: tempfile::TempDir,
     nodes: Vec<Node>,
+    /// Directives beyond the defaults (TLS), each node's TLS port added per node.
+    tls: Option<Vec<String>>,
 }
 
 struct Node {
     port: u16,
+    /// The node's TLS port, in a cluster started with [`RedisCluster::start_tls`].
+    tls_port: Option<u16>,
     child: Option<Child>,
 }
 
@@ -31,6 +35,32 @@ impl RedisCluster {
     /// Starts and forms the cluster, or returns `None` after a loud message when
     /// `redis-server` is not installed, unless `STAMPEDE_REQUIRE_REDIS=1` (then it panics).
     pub fn start() -> Option<Self> {
+        Self::start_listening(None)
+    }
+
+    /// A cluster whose nodes also speak TLS, each on a port of its own
+    /// ([`RedisCluster::tls_node_urls`]), with `certificates`' server certificate (the
+    /// cluster bus too). A client that connects over TLS is told the TLS ports in
+    /// redirections; the plain ports stay open for the test's own commands.
+    pub fn start_tls(certificates: &crate::Certificates) -> Option<Self> {
+        let (cert, key) = certificates.server();
+        let path = |p: &Path| p.display().to_string();
+        let tls = vec![
+            "--tls-cluster".into(),
+            "yes".into(),
+            "--tls-cert-file".into(),
+            path(&cert),
+            "--tls-key-file".into(),
+            path(&key),
+            "--tls-ca-cert-file".into(),
+            path(&certificates.ca()),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        Self::start_listening(Some(tls))
+    }
+
+    fn start_listening(tls: Option<Vec<String>>) -> Option<Self> {
         if !redis_installed() {
             return None;
         }
@@ -40,15 +70,22 @@ impl RedisCluster {
         while nodes.len() < MASTERS {
             attempts += 1;
             assert!(attempts <= 20, "no free port pair for a cluster node");
-            let port = free_port_pair(nodes.iter().map(|node: &Node| node.port));
-            if let Some(child) = spawn(port, dir.path()) {
+            let taken = nodes
+                .iter()
+                .flat_map(|node: &Node| [Some(node.port), node.tls_port])
+                .flatten();
+            let port = free_port_pair(taken.clone());
+            let tls_port = tls.as_ref().map(|_| free_port_pair(taken.chain([port])));
+            let extra = node_directives(&tls, tls_port);
+            if let Some(child) = spawn(port, dir.path(), &extra) {
                 nodes.push(Node {
                     port,
+                    tls_port,
                     child: Some(child),
                 });
             }
         }
-        let cluster = Self { dir, nodes };
+        let cluster = Self { dir, nodes, tls };
         let addresses: Vec<String> = cluster
             .nodes
             .iter()
@@ -72,6 +109,18 @@ impl RedisCluster {
         self.nodes
             .iter()
             .map(|node| format!("redis://127.0.0.1:{}/", node.port))
+            .collect()
+    }
+
+    /// `rediss://localhost:<TLS port>/` of the three masters, for a cluster started with
+    /// [`RedisCluster::start_tls`].
+    pub fn tls_node_urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| {
+                let port = node.tls_port.expect("a cluster started with start_tls");
+                format!("rediss://localhost:{port}/")
+            })
             .collect()
     }
 
@@ -115,7 +164,8 @@ impl RedisCluster {
                 Instant::now() < deadline,
                 "redis-server did not restart on port {port}"
             );
-            self.nodes[i].child = spawn(port, self.dir.path());
+            let extra = node_directives(&self.tls, self.nodes[i].tls_port);
+            self.nodes[i].child = spawn(port, self.dir.path(), &extra);
         }
         self.wait_until_ok();
     }
@@ -233,8 +283,20 @@ fn fastrand_port() -> u16 {
     20_000 + (hasher.finish() % 10_000) as u16
 }
 
+/// A node's directives beyond the defaults: the cluster's TLS ones with its own port.
+fn node_directives(tls: &Option<Vec<String>>, tls_port: Option<u16>) -> Vec<String> {
+    match (tls, tls_port) {
+        (Some(tls), Some(port)) => {
+            let mut extra = vec!["--tls-port".to_owned(), port.to_string()];
+            extra.extend(tls.iter().cloned());
+            extra
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Spawns a cluster-enabled `redis-server` on `port`; `None` if it exits or never answers.
-fn spawn(port: u16, dir: &Path) -> Option<Child> {
+fn spawn(port: u16, dir: &Path, extra: &[String]) -> Option<Child> {
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--cluster-enabled", "yes"])
@@ -244,6 +306,7 @@ fn spawn(port: u16, dir: &Path) -> Option<Child> {
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -15,10 +15,14 @@
 
 mod cluster;
 mod proxy;
+mod sentinel;
 mod server;
 mod skewed;
+mod tls;
 
 pub use cluster::RedisCluster;
 pub use proxy::Proxy;
+pub use sentinel::Sentinels;
 pub use server::{RedisServer, REQUIRE_REDIS_VAR};
 pub use skewed::Skewed;
+pub use tls::Certificates;

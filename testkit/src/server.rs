@@ -1,5 +1,6 @@
 //! A `redis-server` child process owned by one test.
 use crate::proxy::Proxy;
+use crate::tls::Certificates;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -19,12 +20,50 @@ pub struct RedisServer {
     dir: tempfile::TempDir,
     child: Option<Child>,
     proxy: Proxy,
+    /// Directives beyond the defaults (TLS, renamed commands, replication), kept for a
+    /// restart.
+    extra: Vec<String>,
+    /// The TLS port, when the server listens on one too.
+    tls_port: Option<u16>,
 }
 
 impl RedisServer {
     /// Starts a server, or returns `None` after a loud message when `redis-server` is not
     /// installed, unless `STAMPEDE_REQUIRE_REDIS=1`, which turns the skip into a panic.
     pub fn start() -> Option<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with more directives, each an argument as `redis-server`
+    /// takes it on its command line (`["--rename-command", "INFO", ""]`).
+    pub fn start_with(extra: &[&str]) -> Option<Self> {
+        Self::start_listening(extra.iter().map(|s| s.to_string()).collect(), None)
+    }
+
+    /// A server that also speaks TLS on a port of its own ([`RedisServer::tls_url`]),
+    /// with `certificates`' server certificate; `client_certificates` makes it ask every
+    /// TLS client for a certificate signed by their CA (mutual TLS). Its plain port stays
+    /// open, for the test's own commands ([`RedisServer::cli`]).
+    pub fn start_tls(certificates: &Certificates, client_certificates: bool) -> Option<Self> {
+        let tls_port = free_port();
+        let (cert, key) = certificates.server();
+        let path = |p: &std::path::Path| p.display().to_string();
+        let extra = vec![
+            "--tls-port".into(),
+            tls_port.to_string(),
+            "--tls-cert-file".into(),
+            path(&cert),
+            "--tls-key-file".into(),
+            path(&key),
+            "--tls-ca-cert-file".into(),
+            path(&certificates.ca()),
+            "--tls-auth-clients".into(),
+            if client_certificates { "yes" } else { "no" }.into(),
+        ];
+        Self::start_listening(extra, Some(tls_port))
+    }
+
+    fn start_listening(extra: Vec<String>, tls_port: Option<u16>) -> Option<Self> {
         if !redis_installed() {
             return None;
         }
@@ -32,7 +71,7 @@ impl RedisServer {
         // A free port can be taken between probing and binding: retry on a new one.
         for _ in 0..5 {
             let port = free_port();
-            let Some(child) = spawn(port, dir.path()) else {
+            let Some(child) = spawn(port, dir.path(), &extra) else {
                 continue;
             };
             let upstream = SocketAddr::from(([127, 0, 0, 1], port));
@@ -42,9 +81,18 @@ impl RedisServer {
                 dir,
                 child: Some(child),
                 proxy,
+                extra,
+                tls_port,
             });
         }
         panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    /// `rediss://localhost:<tls port>/`, for a server started with
+    /// [`RedisServer::start_tls`] (its certificate names `localhost`).
+    pub fn tls_url(&self) -> String {
+        let port = self.tls_port.expect("a server started with start_tls");
+        format!("rediss://localhost:{port}/")
     }
 
     /// `redis://` URL through the proxy (black-holes and heals apply to it).
@@ -97,7 +145,7 @@ impl RedisServer {
         let deadline = Instant::now() + READY_WITHIN;
         // The port may linger for a moment after the kill; retry until the deadline.
         while Instant::now() < deadline {
-            if let Some(child) = spawn(self.port, self.dir.path()) {
+            if let Some(child) = spawn(self.port, self.dir.path(), &self.extra) {
                 self.child = Some(child);
                 return;
             }
@@ -148,18 +196,19 @@ pub(crate) fn redis_installed() -> bool {
     false
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
     listener.local_addr().expect("its address").port()
 }
 
 /// Spawns `redis-server` on `port` and waits for `PONG`; `None` if it exits or never answers.
-fn spawn(port: u16, dir: &std::path::Path) -> Option<Child> {
+fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Option<Child> {
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -188,6 +237,7 @@ pub(crate) fn ping(port: u16) -> bool {
     if stream.write_all(b"PING\r\n").is_err() {
         return false;
     }
+    // A server that requires a password answers, too: with NOAUTH.
     let mut reply = [0u8; 7];
-    stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    stream.read_exact(&mut reply).is_ok() && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }

@@ -73,6 +73,15 @@ impl Breaker {
         self.circuit.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Lets the next call through as a probe if the breaker is open (the server it
+    /// guards was replaced: the failures were the old one's).
+    pub(crate) fn probe_now(&self) {
+        let mut circuit = self.lock();
+        if circuit.state == BreakerState::Open {
+            circuit.opened_at = None;
+        }
+    }
+
     /// `None`: fail fast without touching Redis.
     pub(crate) fn pass(self: &Arc<Self>) -> Option<Pass> {
         let mut circuit = self.lock();

@@ -104,13 +104,19 @@ impl Client {
                 }
             }
         }
+        let moves = self.moves.load(Ordering::Relaxed);
         let Some(connection) = self.connection() else {
             pass.failed("no master to call");
             return Err(StoreError::Unavailable);
         };
-        let mut call = Box::pin(attempt(connection.clone()));
+        let mut call = Box::pin(attempt(connection));
         let mut answer = tokio::time::timeout_at(deadline, &mut call).await;
         if matches!(&answer, Ok(Err(e)) if unusable(e)) && tokio::time::Instant::now() < deadline {
+            // Again, on the connection of the moment (the master may have moved).
+            let Some(connection) = self.connection() else {
+                pass.failed("no master to call");
+                return Err(StoreError::Unavailable);
+            };
             call = Box::pin(attempt(connection));
             answer = tokio::time::timeout_at(deadline, &mut call).await;
         }
@@ -125,7 +131,12 @@ impl Client {
                     self.problems.judge(&e);
                 }
                 if unusable(&e) {
-                    pass.failed(&e.to_string());
+                    // A master the Sentinels name may have moved: ask them now.
+                    self.follow_now.notify_one();
+                    // A failure of the master followed before is no verdict on this one.
+                    if self.moves.load(Ordering::Relaxed) == moves {
+                        pass.failed(&e.to_string());
+                    }
                 } else {
                     // Redis answered (out of memory, a script error, a slot in motion):
                     // the server is up, whatever the call came to.

@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 /// granted) clears it without a restart.
 const REPORTED_FOR: Duration = Duration::from_secs(30);
 
+/// What Redis says when a script calls a command its user may not run: it does not say
+/// which (the permission probe names it).
+const SCRIPT_REFUSED: &str = "can't run this command";
+
 /// What kind of setting a failure points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Cause {
@@ -38,7 +42,7 @@ pub(crate) fn diagnose(error: &RedisError) -> Option<(Cause, String)> {
         || text.contains("invalid username-password pair")
     {
         Cause::Credentials
-    } else if code == "NOPERM" || text.contains("can't run this command") {
+    } else if code == "NOPERM" || text.contains(SCRIPT_REFUSED) {
         Cause::Permission
     } else if text.contains("certificate")
         || text.contains("CertificateRequired")
@@ -73,6 +77,8 @@ pub(crate) fn advice(cause: Cause, detail: &str) -> String {
 pub(crate) struct Problems {
     logged: Mutex<HashSet<(Cause, String)>>,
     latest: Mutex<Option<(String, Instant)>>,
+    /// What the permission probe found missing, named; `Some("")` when it found nothing.
+    probed: Mutex<Option<String>>,
 }
 
 impl Problems {
@@ -87,10 +93,35 @@ impl Problems {
             Some((message, Instant::now()));
     }
 
-    /// Records what `error` says about the settings, if anything.
+    /// Records what `error` says about the settings, if anything. A script refused a
+    /// command without naming it: the probe's finding is the message (and before the
+    /// probe answered, nothing: it is about to say which command).
     pub(crate) fn judge(&self, error: &RedisError) {
-        if let Some((cause, message)) = diagnose(error) {
-            self.saw(cause, message);
+        let Some((cause, message)) = diagnose(error) else {
+            return;
+        };
+        if cause == Cause::Permission && error.to_string().contains(SCRIPT_REFUSED) {
+            let probed = self
+                .probed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match probed {
+                None => return,
+                Some(found) if !found.is_empty() => return self.saw(cause, found),
+                Some(_) => {}
+            }
+        }
+        self.saw(cause, message);
+    }
+
+    /// What the permission probe found: the advice naming each refused command, or
+    /// `None` when nothing was refused.
+    fn probed(&self, refused: Option<String>) {
+        let found = refused.clone().unwrap_or_default();
+        *self.probed.lock().unwrap_or_else(PoisonError::into_inner) = Some(found);
+        if let Some(message) = refused {
+            self.saw(Cause::Permission, message);
         }
     }
 
@@ -126,8 +157,10 @@ impl Client {
             .await;
         let mut refused = match scripted {
             Ok(refused) => refused,
-            // EVALSHA or EVAL itself refused: nothing stampede does on Redis can work.
-            Err(StoreError::Backend(error)) => vec![format!("eval/evalsha: {error}")],
+            // EVAL itself refused: nothing stampede does on Redis can work.
+            Err(StoreError::Backend(error)) if refusal(&error) => vec![format!("eval: {error}")],
+            // Not an answer about permissions (no connection, TLS, a password): the
+            // calls that fail judge it; the probe tries again next heartbeat.
             Err(_) => return false,
         };
         let outside = |name: &'static str, command: redis::Cmd| {
@@ -143,7 +176,9 @@ impl Client {
                     })
                     .await;
                 match asked {
-                    Err(StoreError::Backend(error)) => Some(format!("{name}: {error}")),
+                    Err(StoreError::Backend(error)) if refusal(&error) => {
+                        Some(format!("{name}: {error}"))
+                    }
                     _ => None,
                 }
             }
@@ -161,14 +196,24 @@ impl Client {
         if !optional.is_empty() {
             tracing::info!(target: "stampede", refused = %optional.join("; "), "Redis does not let this user run INFO: a publish is checked by its key's fence alone, not also by the server's run id (see the production guide)");
         }
-        if !required.is_empty() {
-            self.problems.saw(
-                Cause::Permission,
-                advice(Cause::Permission, &required.join("; ")),
-            );
-        }
+        let required =
+            (!required.is_empty()).then(|| advice(Cause::Permission, &required.join("; ")));
+        self.problems.probed(required);
         true
     }
+}
+
+/// Whether a reply refuses a command (an ACL, or a command renamed away).
+pub(super) fn refusal(error: &str) -> bool {
+    [
+        "NOPERM",
+        "no permissions",
+        SCRIPT_REFUSED,
+        "unknown command",
+        "Unknown Redis command",
+    ]
+    .iter()
+    .any(|said| error.contains(said))
 }
 
 #[cfg(test)]

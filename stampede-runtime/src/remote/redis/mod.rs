@@ -186,6 +186,10 @@ struct Client {
     master: Mutex<Option<(String, u16)>>,
     /// One search for the master at a time.
     finding: tokio::sync::Mutex<()>,
+    /// How many times the master moved (the subscription follows it by this count).
+    moves: AtomicU64,
+    /// Wakes the search for the master early: a call to it failed.
+    follow_now: tokio::sync::Notify,
     /// Failures that point at a setting (credentials, permissions, TLS, Sentinels).
     problems: Problems,
     /// The permissions were probed (once per store, see [`diagnosis`]).
@@ -277,15 +281,20 @@ impl RedisStore {
             follower,
             master: Mutex::new(None),
             finding: tokio::sync::Mutex::new(()),
+            moves: AtomicU64::new(0),
+            follow_now: tokio::sync::Notify::new(),
             problems: Problems::default(),
             probed: Default::default(),
             config,
         });
         let store = background::handle();
-        let tasks = vec![
+        let mut tasks = vec![
             store.spawn(subscriber::receive_pushes(Arc::downgrade(&client), pushes)),
             store.spawn(subscriber::heartbeat(Arc::downgrade(&client), subscriber)),
         ];
+        if client.follower.is_some() {
+            tasks.push(store.spawn(sentinel::keep_following(Arc::downgrade(&client))));
+        }
         Ok(Self { client, tasks })
     }
 }
@@ -297,54 +306,6 @@ impl Client {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-
-    /// Asks the Sentinels where the master is and, when it moved (or was not known),
-    /// points the connection there. Whether it moved; `Ok(false)` when the target has no
-    /// Sentinels.
-    async fn follow_master(&self) -> Result<bool, StoreError> {
-        let Some(follower) = &self.follower else {
-            return Ok(false);
-        };
-        let _one_search = self.finding.lock().await;
-        let found = match follower.master(self.config.response_timeout).await {
-            Ok(found) => found,
-            Err(error) => {
-                self.problems
-                    .saw(diagnosis::Cause::Sentinel, error.to_string());
-                return Err(error);
-            }
-        };
-        let mut master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
-        if master.as_ref() == Some(&found) {
-            return Ok(false);
-        }
-        let patience = Patience {
-            response_timeout: self.config.response_timeout,
-            connect_timeout: self.config.connect_timeout,
-        };
-        let backend = |e: RedisError| StoreError::Backend(e.to_string());
-        let client = (self.config.access)
-            .client_at(&found.0, found.1)
-            .map_err(backend)?;
-        let _store_runtime = background::handle().enter();
-        let connection = Connection::node(client, patience).map_err(backend)?;
-        if let Some((host, port)) = master.as_ref() {
-            tracing::warn!(target: "stampede", from = %format!("{host}:{port}"), to = %format!("{}:{}", found.0, found.1), "the Sentinels name another master (a failover): following it");
-        }
-        *self
-            .connection
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(connection);
-        *master = Some(found);
-        Ok(true)
-    }
-
-    /// The master the Sentinels named last, as a client (for the subscription).
-    fn master_client(&self) -> Option<redis::Client> {
-        let master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
-        let (host, port) = master.as_ref()?;
-        self.config.access.client_at(host, *port).ok()
     }
 }
 

@@ -16,11 +16,14 @@
 //! still name after it lost its role answers writes with READONLY, which fails the call
 //! like an outage until the Sentinels name the new master.
 use super::access::{Access, Sentinels};
-use super::connection::Patience;
-use crate::remote::store::StoreError;
+use super::connection::{Connection, Patience};
+use super::diagnosis::Cause;
+use super::{background, Client};
+use crate::remote::store::{BreakerState, StoreError};
 use redis::aio::ConnectionManager;
-use redis::Value;
+use redis::{RedisError, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{PoisonError, Weak};
 use std::time::Duration;
 
 /// The Sentinels of one master, each behind a lazy connection.
@@ -57,7 +60,7 @@ impl Follower {
 
     /// The master's address as the first Sentinel to answer names it, each asked within
     /// `timeout`. The error names every Sentinel tried and what each said.
-    pub(super) async fn master(&self, timeout: Duration) -> Result<(String, u16), StoreError> {
+    async fn master(&self, timeout: Duration) -> Result<(String, u16), String> {
         let first = self.first.load(Ordering::Relaxed);
         let mut said = Vec::new();
         for turn in 0..self.sentinels.len() {
@@ -83,11 +86,86 @@ impl Follower {
                 Err(_) => said.push(format!("{address}: no answer within {timeout:?}")),
             }
         }
-        Err(StoreError::Backend(format!(
+        Err(format!(
             "no Sentinel named the master `{}` ({}): check the Sentinels' addresses and the master's name in `url` (and `sentinel_username`/`sentinel_password` if they require a login)",
             self.master,
             said.join("; ")
-        )))
+        ))
+    }
+}
+
+/// Asks the Sentinels where the master is once a heartbeat, and at once when a call to
+/// the master failed, until the store is dropped.
+pub(super) async fn keep_following(client: Weak<Client>) {
+    loop {
+        let Some(strong) = client.upgrade() else {
+            return;
+        };
+        let _ = strong.follow_master().await;
+        // While the master fails, a failover may be under way: ask more often.
+        let period = match strong.shards.breaker("").state() {
+            BreakerState::Closed => strong.config.heartbeat,
+            _ => FOLLOW_AT_MOST_EVERY,
+        };
+        // Held while it waits: dropping the store aborts this task.
+        let _ = tokio::time::timeout(period, strong.follow_now.notified()).await;
+        // A failing master is asked about at most this often.
+        tokio::time::sleep(FOLLOW_AT_MOST_EVERY).await;
+    }
+}
+
+/// The least time between two searches for the master.
+const FOLLOW_AT_MOST_EVERY: Duration = Duration::from_millis(100);
+
+impl Client {
+    /// Asks the Sentinels where the master is and, when it moved (or was not known),
+    /// points the connection there. Whether it moved; `Ok(false)` when the target has no
+    /// Sentinels.
+    pub(super) async fn follow_master(&self) -> Result<bool, StoreError> {
+        let Some(follower) = &self.follower else {
+            return Ok(false);
+        };
+        let _one_search = self.finding.lock().await;
+        let found = match follower.master(self.config.response_timeout).await {
+            Ok(found) => found,
+            Err(why) => {
+                self.problems.saw(Cause::Sentinel, why.clone());
+                return Err(StoreError::Backend(why));
+            }
+        };
+        let mut master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
+        if master.as_ref() == Some(&found) {
+            return Ok(false);
+        }
+        let patience = Patience {
+            response_timeout: self.config.response_timeout,
+            connect_timeout: self.config.connect_timeout,
+        };
+        let backend = |e: RedisError| StoreError::Backend(e.to_string());
+        let client = (self.config.access)
+            .client_at(&found.0, found.1)
+            .map_err(backend)?;
+        let _store_runtime = background::handle().enter();
+        let connection = Connection::node(client, patience).map_err(backend)?;
+        if let Some((host, port)) = master.as_ref() {
+            tracing::warn!(target: "stampede", from = %format!("{host}:{port}"), to = %format!("{}:{}", found.0, found.1), "the Sentinels name another master (a failover): following it");
+        }
+        *self
+            .connection
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(connection);
+        *master = Some(found);
+        self.moves.fetch_add(1, Ordering::Relaxed);
+        // The failures that opened the breaker were the old master's.
+        self.shards.breaker("").probe_now();
+        Ok(true)
+    }
+
+    /// The master the Sentinels named last, as a client (for the subscription).
+    pub(super) fn master_client(&self) -> Option<redis::Client> {
+        let master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
+        let (host, port) = master.as_ref()?;
+        self.config.access.client_at(host, *port).ok()
     }
 }
 

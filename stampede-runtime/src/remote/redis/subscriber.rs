@@ -137,6 +137,8 @@ pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subsc
     let mut first = true;
     let mut policies_read = HashSet::new();
     let mut naming = Naming::default();
+    // The master's move the subscription follows (a master the Sentinels name).
+    let mut following = 0;
     loop {
         ticks.tick().await;
         let Some(client) = client.upgrade() else {
@@ -148,10 +150,12 @@ pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subsc
         // A master the Sentinels name: ask where it is now, and move there after a
         // failover (the subscription too: notices sent meanwhile are lost, so it is a
         // lost subscription).
-        if let Ok(moved) = client.follow_master().await
-            && (moved || subscriber.connection.is_none())
+        let moves = client.moves.load(Ordering::Relaxed);
+        if client.follower.is_some()
+            && (moves != following || subscriber.connection.is_none())
             && let Some(master) = client.master_client()
         {
+            following = moves;
             subscriber.follow(master);
             *client
                 .listener
@@ -238,7 +242,9 @@ impl Naming {
         let named = client
             .call_optional(&breaker, |connection| set_name(connection, name.clone()))
             .await;
-        if let Err(StoreError::Backend(error)) = named {
+        if let Err(StoreError::Backend(error)) = &named
+            && super::diagnosis::refusal(error)
+        {
             tracing::info!(target: "stampede", %error, "Redis refuses CLIENT SETNAME to this user: stampede's connections go unnamed (CLIENT LIST still shows lib-name=stampede)");
             self.refused = true;
             return;
