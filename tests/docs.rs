@@ -39,6 +39,9 @@ mod observability {}
 #[doc = include_str!("../docs/operations.md")]
 mod operations {}
 
+#[doc = include_str!("../docs/production.md")]
+mod production {}
+
 #[doc = include_str!("../docs/performance.md")]
 mod performance {}
 

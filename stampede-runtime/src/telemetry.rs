@@ -145,6 +145,10 @@ fn export_backend(backend: &'static str, stats: &BackendStats) {
             "stampede_store_degraded",
             f64::from(u8::from(stats.degraded_now)),
         ),
+        (
+            "stampede_store_misconfigured",
+            f64::from(u8::from(stats.problem.is_some())),
+        ),
         ("stampede_store_notice_buckets", stats.notice_buckets as f64),
         (
             "stampede_store_degraded_seconds_total",

@@ -188,16 +188,23 @@ async fn metrics_text(State(app): State<App>) -> Response {
     handle.render().into_response()
 }
 
+/// What `/health` serves. Nothing in it is a secret: the backend prints its URL with the
+/// password as `***`, and `problem` names settings, never their values.
 #[derive(Serialize)]
 struct Health {
+    /// The kind and where it connects: `tiered, redis://app:***@cache:6379/`.
     backend: String,
+    /// Loads skip the shared store (unreachable, or `problem`).
     degraded: bool,
+    /// Why the shared store cannot be used as configured, and the setting to change.
+    problem: Option<String>,
     /// The shared store's counters (`None` on the memory backend, or before first use).
     store: Option<stampede::BackendStats>,
 }
 
 /// 200 while values are shared as configured, 503 while the shared store is unreachable
-/// (calls are still answered, from this replica's memory and the database).
+/// or misconfigured (calls are still answered, from this replica's memory and the
+/// database).
 async fn health() -> Response {
     let Ok(runtime) = stampede::Runtime::global() else {
         return (
@@ -208,8 +215,9 @@ async fn health() -> Response {
     };
     let stats = runtime.backend_stats();
     let health = Health {
-        backend: format!("{:?}", runtime.backend()),
-        degraded: stats.is_some_and(|stats| stats.degraded_now),
+        backend: runtime.backend().to_string(),
+        degraded: stats.as_ref().is_some_and(|stats| stats.degraded_now),
+        problem: stats.as_ref().and_then(|stats| stats.problem.clone()),
         store: stats,
     };
     let status = if health.degraded {

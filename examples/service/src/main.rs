@@ -4,9 +4,22 @@
 use metrics_exporter_prometheus::PrometheusBuilder;
 use stampede_service::{app, Db};
 use std::time::Duration;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
+    // stampede's warnings (degraded mode, a failover) and errors (a setting Redis refuses)
+    // go to standard error; `RUST_LOG` chooses, e.g. `RUST_LOG=info,stampede=debug`.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|spec| spec.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
     // Fail at start-up, not on the first request, if the environment is wrong.
     if let Err(error) = stampede::Runtime::global() {
         eprintln!("stampede configuration: {error}");

@@ -107,17 +107,18 @@ fn every_route_answers_on_the_embedded_default() {
     let (status, health) = service.get("/health");
     assert_eq!(status, 200);
     assert!(
-        health.starts_with(r#"{"backend":"Memory","degraded":false"#),
+        health.starts_with(r#"{"backend":"memory","degraded":false"#),
         "{health}"
     );
 }
 
 #[test]
 fn two_instances_on_redis_share_values_and_see_each_others_writes() {
-    let Some(redis) = testkit::RedisServer::start() else {
+    let Some(redis) = testkit::RedisServer::start_with(&["--requirepass", "s3cr3t-pw"]) else {
         return;
     };
-    let url = redis.url();
+    // The password in the URL, as a deployment would give it.
+    let url = redis.url().replace("redis://", "redis://:s3cr3t-pw@");
     let env = |base| {
         [
             ("STAMPEDE_BACKEND", "tiered"),
@@ -135,6 +136,12 @@ fn two_instances_on_redis_share_values_and_see_each_others_writes() {
         other.get("/price/9").1,
         r#"{"id":9,"cents":109,"version":1}"#,
         "served from Redis, not from its own database"
+    );
+    let (_, health) = other.get("/health");
+    assert!(!health.contains("s3cr3t-pw"), "a password served: {health}");
+    assert!(
+        health.contains(r#""backend":"tiered, redis://:***@127.0.0.1:"#),
+        "{health}"
     );
     // A write on one instance: every copy is invalidated, the next read loads anew.
     assert_eq!(one.put("/price/9", r#"{"cents":901}"#).0, 200);
