@@ -13,12 +13,19 @@
 //! for all the others (at 64 replicas in one process, the wake-up p99 was 1.6 to 2.6 ms
 //! on one thread, 1.55 to 1.8 ms on two, on a 2-core machine). Callers' own calls to
 //! Redis still run in the callers' tasks (a hit never hops threads).
+//!
+//! A simulation of the fleet runs every replica, and this work with them, on its own
+//! single-threaded runtime on simulated time instead ([`simulate_on`]).
 use std::future::Future;
 use std::sync::OnceLock;
 use tokio::runtime::{Handle, Runtime};
 
-/// The store's runtime, started on first use.
-pub(crate) fn handle() -> &'static Handle {
+/// The store's runtime, started on first use (or the simulation's, on its thread).
+pub(crate) fn handle() -> Handle {
+    #[cfg(feature = "simulation")]
+    if let Some(simulation) = SIMULATION.with(|handle| handle.borrow().clone()) {
+        return simulation;
+    }
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -30,6 +37,19 @@ pub(crate) fn handle() -> &'static Handle {
                 .expect("a Tokio runtime for the shared store's background work")
         })
         .handle()
+        .clone()
+}
+
+#[cfg(feature = "simulation")]
+thread_local! {
+    static SIMULATION: std::cell::RefCell<Option<Handle>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs the store's work on `runtime` (a simulation's current-thread runtime) for what
+/// this thread starts from now on; `None` goes back to the store's own threads.
+#[cfg(feature = "simulation")]
+pub(crate) fn simulate_on(runtime: Option<Handle>) {
+    SIMULATION.with(|handle| *handle.borrow_mut() = runtime);
 }
 
 /// Runs `task` on the store's threads, whatever runtime (if any) the caller is on.

@@ -36,7 +36,8 @@
 //! (PX) is computed inside the publish script from the server's own `TIME`.
 use futures_util::future::BoxFuture;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::clock::StoreInstant as Instant;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::keys::EntryKey;

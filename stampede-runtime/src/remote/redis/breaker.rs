@@ -17,7 +17,8 @@
 //! [`LOG_EVERY`] per breaker (the next message counts the openings in between).
 use crate::remote::store::BreakerState;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::clock::StoreInstant as Instant;
 
 /// The least time between two warnings of one breaker opening.
 const LOG_EVERY: Duration = Duration::from_secs(30);

@@ -10,7 +10,8 @@ use crate::remote::store::StoreError;
 use redis::{ErrorKind, RedisError};
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::clock::StoreInstant as Instant;
 
 /// How long a problem is reported after it was last seen: a fixed setting (a permission
 /// granted) clears it without a restart.

@@ -35,7 +35,8 @@
 use super::Client;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::clock::StoreInstant as Instant;
 
 /// How many channels a prefix's key notices are spread over. A replica holds at most
 /// this many subscriptions, and one holding `h` keys hears about `h / BUCKETS` of the

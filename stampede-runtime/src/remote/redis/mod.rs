@@ -251,7 +251,8 @@ impl RedisStore {
         }
         // The client spawns tasks of its own (reconnects, disconnect watchers) on the
         // runtime it is made in: the store's, which lives as long as the process.
-        let _store_runtime = background::handle().enter();
+        let store_runtime = background::handle();
+        let _entered = store_runtime.enter();
         // The store's own deadline bounds every call; the client's are a backstop.
         let patience = Patience {
             response_timeout: config.response_timeout,

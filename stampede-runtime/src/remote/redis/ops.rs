@@ -11,7 +11,8 @@ use crate::remote::wire::{version_digits, Wire};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use crate::clock::StoreInstant as Instant;
 use tokio::sync::{broadcast, oneshot, watch};
 
 /// How recent the server clock must be for a read without the script: the local

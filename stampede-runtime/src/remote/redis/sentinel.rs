@@ -145,7 +145,8 @@ impl Client {
         let client = (self.config.access)
             .client_at(&found.0, found.1)
             .map_err(backend)?;
-        let _store_runtime = background::handle().enter();
+        let store_runtime = background::handle();
+        let _entered = store_runtime.enter();
         let connection = Connection::node(client, patience).map_err(backend)?;
         if let Some((host, port)) = master.as_ref() {
             tracing::warn!(target: "stampede", from = %format!("{host}:{port}"), to = %format!("{}:{}", found.0, found.1), "the Sentinels name another master (a failover): following it");
