@@ -57,3 +57,4 @@ pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};
+pub use xfetch::XFetch;
