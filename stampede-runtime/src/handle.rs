@@ -202,7 +202,7 @@ where
     /// Drops every value of this cache tagged `tag` (the attribute's `tags = ...`), in
     /// every replica on a shared backend; other caches keep theirs (see
     /// [`Cache::invalidate_tag`], and [`crate::invalidate_tag`] for every cache).
-    pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
+    pub async fn invalidate_tag(&self, tag: impl AsRef<str>) -> Result<(), Error> {
         self.cache().invalidate_tag(tag).await
     }
 
