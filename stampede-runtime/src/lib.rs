@@ -45,7 +45,7 @@ mod telemetry;
 mod warmup;
 pub mod xfetch;
 
-pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue};
+pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue, SourceVersion};
 pub use cache::{Batcher, Cache, CacheBuilder};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};

@@ -114,7 +114,7 @@ pub(super) fn source_version(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Op
         _ => {
             cx.error(
                 name,
-                "write `source_version = path::to::function` or a closure, a `fn(&V) -> u64` over the cached value",
+                "write `source_version = path::to::function` or a closure, a `fn(&V) -> u64` (or `-> i64`) over the cached value",
             );
             None
         }
