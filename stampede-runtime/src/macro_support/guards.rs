@@ -20,17 +20,33 @@ pub fn clone_for_origin<T: CloneForOrigin>(value: &T) -> T {
 
 /// What a shared store needs of a value beyond [`LocalValue`](crate::LocalValue): checked
 /// apart from it, so a value that is not `Clone` hears about `Clone` alone, and a value
-/// that is hears about serde alone.
+/// that is hears about serde alone, once: the compiler reports this trait rather than
+/// each serde trait it lacks, with the hundreds of types that have them.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a cached value without `local`: it is not serializable",
+    message = "`{Self}` cannot be a cached value without `local`: serde cannot write and read it",
     label = "this function returns a `{Self}`",
-    note = "values must be `Serialize + DeserializeOwned` so a runtime config can move them to a shared store; derive `Serialize, Deserialize`, or add `local` to keep them in memory only"
+    note = "the runtime's configuration can move values to a shared store, where serde writes and reads them: derive `Serialize, Deserialize` on `{Self}`, or write `local` to keep this cache in memory only"
 )]
 pub trait StorableValue: serde::Serialize + serde::de::DeserializeOwned {}
+#[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned> StorableValue for T {}
 
 /// Placed under the return type of a function whose values a shared store could hold.
 pub fn assert_storable_value<V: StorableValue>() {}
+
+/// What a shared store needs of a key beyond [`CacheKey`](crate::CacheKey), asked apart
+/// from it as [`StorableValue`] is.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a cache key without `local`: serde cannot write it",
+    label = "this key is a `{Self}`",
+    note = "the runtime's configuration can move the cache to a shared store, which names each entry by its key, written by serde: derive `Serialize` on `{Self}`, or write `local` to keep this cache in memory only"
+)]
+pub trait StorableKey: serde::Serialize {}
+#[diagnostic::do_not_recommend]
+impl<T: serde::Serialize> StorableKey for T {}
+
+/// Placed under the key of a function whose values a shared store could hold.
+pub fn assert_storable_key<K: StorableKey>() {}
 
 /// A `source_version = f` over the cached value `V`: a function of `&V` returning its
 /// version (`N`, itself checked as a [`SourceVersion`]). The function's shape and its

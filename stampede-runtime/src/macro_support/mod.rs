@@ -28,8 +28,9 @@ pub use build::{
     ReturnsResult, ReturnsValue,
 };
 pub use guards::{
-    assert_origin_error, assert_storable_value, batch_keys, batch_source_version, clone_for_origin,
-    source_version, BatchKey, CarriesCacheFailures, CloneForOrigin, ErrorMap, MapByFrom,
-    MapMissing, OriginErrorBound, StorableValue, VersionFn,
+    assert_origin_error, assert_storable_key, assert_storable_value, batch_keys,
+    batch_source_version, clone_for_origin, source_version, BatchKey, CarriesCacheFailures,
+    CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound, StorableKey, StorableValue,
+    VersionFn,
 };
 pub use onward::Onward;
