@@ -375,6 +375,22 @@ fn every_option_reaches_the_policy() {
     assert!(policy.coalesce());
 }
 
+#[cached(fresh = "60s", xfetch = false)]
+async fn xfetch_written_off(id: u64) -> u64 {
+    id
+}
+
+#[cached(fresh = "60s", xfetch(beta = 0.0))]
+async fn xfetch_beta_zero(id: u64) -> u64 {
+    id
+}
+
+#[test]
+fn xfetch_false_and_a_beta_of_zero_leave_xfetch_off() {
+    assert_eq!(XFETCH_WRITTEN_OFF.cache().policy().xfetch_beta(), None);
+    assert_eq!(XFETCH_BETA_ZERO.cache().policy().xfetch_beta(), None);
+}
+
 /// An error without `From<stampede::Error>`, mapped by a function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Opaque(String);

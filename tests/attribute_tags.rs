@@ -68,7 +68,10 @@ async fn a_handle_invalidates_its_own_functions_entries_only() {
     assert_eq!(bounded(stock(42)).await, 43);
     bounded(price(43)).await;
 
-    bounded(PRICE.invalidate_tag("product:42")).await.unwrap();
+    let product = 42;
+    bounded(PRICE.invalidate_tag(format!("product:{product}")))
+        .await
+        .unwrap();
     bounded(price(42)).await;
     bounded(price(43)).await;
     bounded(stock(42)).await;
@@ -76,7 +79,7 @@ async fn a_handle_invalidates_its_own_functions_entries_only() {
     assert_eq!(STOCK.stats().origin_calls, 1, "stock keeps its entry");
 
     // Through the runtime, the tag reaches both functions.
-    bounded(stampede::invalidate_tag("product:42"))
+    bounded(stampede::invalidate_tag(format!("product:{product}")))
         .await
         .unwrap();
     bounded(price(42)).await;

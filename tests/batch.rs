@@ -335,6 +335,35 @@ mod attribute {
         assert_eq!(db.queries().len(), 1, "30 cached, 21 known missing");
     }
 
+    /// `single = price` is a door into the batch function's cache: what one loads the
+    /// other serves, and one invalidation through the handle retires it for both.
+    #[tokio::test]
+    async fn the_single_key_function_and_the_batch_share_one_cache() {
+        let db = Db::default();
+        let tenant = "batch-shared".to_owned();
+        bounded(prices(tenant.clone(), vec![1, 2], &db))
+            .await
+            .unwrap();
+        let one = bounded(price(tenant.clone(), 1, &db)).await.unwrap();
+        assert_eq!(one.as_deref(), Some("batch-shared:1"));
+        assert_eq!(
+            db.queries().len(),
+            1,
+            "loaded by the batch, served to the single"
+        );
+        bounded(PRICES.invalidate(&(tenant.clone(), 1)))
+            .await
+            .unwrap();
+        bounded(price(tenant.clone(), 1, &db)).await.unwrap();
+        let found = bounded(prices(tenant, vec![1, 2], &db)).await.unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            db.queries(),
+            vec![vec![1, 2], vec![1]],
+            "one query after the invalidation, served to both"
+        );
+    }
+
     static VERSION: AtomicUsize = AtomicUsize::new(1);
     static VERSIONED_CALLS: AtomicUsize = AtomicUsize::new(0);
 

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{bounded, AppError, ConfigFile, Origin};
-use stampede::{Cache, Clock, Policy, Runtime};
+use stampede::{Cache, Clock, Overrides, Policy, Runtime};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
@@ -89,11 +89,18 @@ const BAD_FILES: &[Bad] = &[
         says: "-5 is below zero; write a whole number of at least 1",
     },
     Bad {
-        name: "zero-beta",
-        text: "[functions.f]\nxfetch_beta = 0.0\n",
+        name: "negative-beta",
+        text: "[functions.f]\nxfetch_beta = -1.0\n",
         line: 2,
         key: Some("functions.f.xfetch_beta"),
-        says: "xfetch_beta must be a finite number above zero (1.0 is the usual choice), not 0",
+        says: "β must be a finite number above zero (1.0 is the usual choice), or 0 to turn XFetch off, not -1",
+    },
+    Bad {
+        name: "xfetch-not-a-switch",
+        text: "[functions.f]\nfresh = \"1s\"\nxfetch = \"sometimes\"\n",
+        line: 3,
+        key: Some("functions.f.xfetch"),
+        says: "expected `true`, `false` or β, a number (0 turns XFetch off)",
     },
     Bad {
         name: "enabled-not-a-boolean",
@@ -293,6 +300,54 @@ async fn a_files_durations_read_the_attributes_grammar() {
     let cache: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
     assert_eq!(cache.policy().fresh(), Duration::from_secs(3_660));
     assert_eq!(cache.policy().stale(), 1_500 * MS);
+}
+
+/// `xfetch = false` and `xfetch_beta = 0` in the file, and `Overrides::xfetch(false)` in
+/// code, each turn off the XFetch a cache was built with.
+#[test]
+fn the_file_and_the_code_turn_xfetch_off() {
+    let beta_of = |runtime: &Runtime| {
+        let policy = Policy::builder("prices")
+            .fresh(Duration::from_secs(60))
+            .xfetch(1.0)
+            .build()
+            .unwrap();
+        let cache: Cache<u32, u32> = Cache::builder(policy).runtime(runtime).build();
+        cache.policy().xfetch_beta()
+    };
+    let from_file = |name: &str, text: &str| {
+        let file = ConfigFile::new(name, text);
+        beta_of(&Runtime::builder().file(&file.0).unwrap().build().unwrap())
+    };
+    assert_eq!(beta_of(&Runtime::builder().build().unwrap()), Some(1.0));
+    assert_eq!(
+        from_file("xfetch-false", "[functions.prices]\nxfetch = false\n"),
+        None
+    );
+    assert_eq!(
+        from_file("beta-zero", "[functions.prices]\nxfetch_beta = 0\n"),
+        None
+    );
+    assert_eq!(
+        from_file("beta-two", "[functions.prices]\nxfetch = 2.0\n"),
+        Some(2.0)
+    );
+    let in_code = Runtime::builder()
+        .function("prices", Overrides::new().xfetch(false))
+        .build()
+        .unwrap();
+    assert_eq!(beta_of(&in_code), None);
+    let refused = Runtime::builder()
+        .function("prices", Overrides::new().xfetch(f64::NAN))
+        .build()
+        .unwrap_err();
+    assert_eq!(refused.key(), Some("functions.prices.xfetch"));
+    assert!(
+        refused
+            .message()
+            .contains("or 0 to turn XFetch off, not NaN"),
+        "{refused}"
+    );
 }
 
 #[test]

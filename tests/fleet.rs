@@ -701,6 +701,40 @@ async fn the_attribute_reads_source_versions_and_the_handle_invalidates_at_one()
     assert_eq!(PRICE_CALLS.load(Ordering::SeqCst), 2);
 }
 
+// An `i64` version (a BIGINT column) on the attribute, and `invalidate_at` with `i64`s.
+static ROW_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Row {
+    name: String,
+    version: i64,
+}
+
+fn row_version(row: &Row) -> i64 {
+    row.version
+}
+
+#[stampede::cached(fresh = "60s", source_version = row_version)]
+async fn row(id: u64) -> Result<Row, AppError> {
+    let call = ROW_CALLS.fetch_add(1, Ordering::SeqCst) as i64;
+    Ok(Row {
+        name: format!("{id}#{call}"),
+        version: 10 + call,
+    })
+}
+
+#[tokio::test]
+async fn the_attribute_reads_i64_source_versions() {
+    assert_eq!(row(1).await.map(|row| row.version), Ok(10));
+    let read_at: i64 = 10;
+    ROW.invalidate_at(&1, read_at - 1).await.unwrap();
+    ROW.invalidate_at(&1, read_at).await.unwrap();
+    assert_eq!(row(1).await.map(|row| row.version), Ok(10), "late: kept");
+    ROW.invalidate_at(&1, read_at + 1).await.unwrap();
+    assert_eq!(row(1).await.map(|row| row.version), Ok(11));
+    assert_eq!(ROW_CALLS.load(Ordering::SeqCst), 2);
+}
+
 /// Four replicas of `backend` whose value of key 1 went stale: every caller is answered at
 /// once with the stale value while exactly one replica refreshes it for the fleet.
 async fn one_refresh_for_the_fleet(backend: fn(String) -> Backend, name: &str) {

@@ -295,3 +295,37 @@ async fn a_wait_for_another_replicas_load_is_a_span_naming_that_replica() {
         recorded.loads()
     );
 }
+
+/// A negative source version (an `i64` column) cannot be ordered: the value is still
+/// served and stored, and a warning names the cache, once per load; an invalidation at
+/// one applies as `invalidate` and says so too.
+#[tokio::test]
+async fn a_negative_source_version_is_a_warning_naming_the_cache() {
+    let recorded = Recorded::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorded.clone()));
+    let runtime = Runtime::builder().build().unwrap();
+    let policy = Policy::builder("signed-rows")
+        .fresh(60_000 * MS)
+        .build()
+        .unwrap();
+    let cache: Cache<u32, i64, AppError> = Cache::builder(policy)
+        .runtime(&runtime)
+        .source_version(|version: &i64| *version)
+        .build();
+    for _ in 0..2 {
+        let value = bounded(cache.load(1, || async { Ok(-7) })).await;
+        assert_eq!(value, Ok(-7));
+    }
+    assert_eq!(cache.stats().origin_calls, 1, "stored: the second call hit");
+    let stored = "a negative source version cannot be ordered: the value is stored without one";
+    assert_eq!(recorded.events_saying(stored), 1);
+    let events = recorded.events.lock().unwrap().clone();
+    let warning = events.iter().find(|e| e["message"] == stored).unwrap();
+    assert_eq!(warning["cache"], "signed-rows");
+    assert_eq!(warning["version"], "-7");
+    bounded(cache.invalidate_at(&1, -1_i64)).await.unwrap();
+    assert_eq!(cache.peek(&1), None);
+    let invalidated = "a negative source version cannot be ordered: invalidated as by `invalidate`";
+    assert_eq!(recorded.events_saying(invalidated), 1);
+}

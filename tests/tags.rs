@@ -100,6 +100,31 @@ async fn subscribed(runtime: &Runtime) {
     .await;
 }
 
+/// `invalidate_tag` takes the `String` a `format!` makes, a `&String` or a `&str`, on a
+/// runtime and on a cache alike.
+#[tokio::test]
+async fn a_tag_is_a_string_or_a_str_at_every_entry_point() {
+    let runtime = memory();
+    let prices = tenants(&runtime, "prices");
+    let origin = Origin::default();
+    let tag = |tenant: u64| format!("tenant:{tenant}");
+    for tenant in 1..=6 {
+        origin.load(&prices, (tenant, 0)).await;
+    }
+    runtime.invalidate_tag(tag(1)).await.unwrap();
+    runtime.invalidate_tag(&tag(2)).await.unwrap();
+    runtime.invalidate_tag("tenant:3").await.unwrap();
+    prices.invalidate_tag(tag(4)).await.unwrap();
+    prices.invalidate_tag(&tag(5)).await.unwrap();
+    for tenant in 1..=5 {
+        assert_eq!(prices.peek(&(tenant, 0)), None, "tenant {tenant}");
+    }
+    assert!(
+        prices.peek(&(6, 0)).is_some(),
+        "an untouched tenant keeps its entry"
+    );
+}
+
 #[tokio::test]
 async fn a_tag_retires_every_entry_carrying_it_and_no_other() {
     let runtime = memory();
@@ -333,7 +358,7 @@ async fn a_tag_costs_the_same_redis_commands_for_1000_entries_as_for_10() {
         }
         redis.cli(&["CONFIG", "RESETSTAT"]);
         runtime
-            .invalidate_tag(&format!("tenant:{tenant}"))
+            .invalidate_tag(format!("tenant:{tenant}"))
             .await
             .unwrap();
         cost.push(commands_run(&redis));

@@ -30,7 +30,8 @@ pub(crate) struct Args {
     pub(crate) timeout: Option<Set<Millis>>,
     pub(crate) lease: Option<Set<Millis>>,
     pub(crate) coalesce: Option<Set<bool>>,
-    pub(crate) xfetch: Option<Set<f64>>,
+    /// β, or `None` where it is written off (`xfetch = false`, `beta = 0`).
+    pub(crate) xfetch: Option<Set<Option<f64>>>,
     pub(crate) jitter: Option<Set<f64>>,
     pub(crate) key: Option<Set<Expr>>,
     pub(crate) key_type: Option<Set<Type>>,

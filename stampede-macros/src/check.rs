@@ -109,7 +109,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         timeout: value(&args.timeout),
         lease: value(&args.lease),
         coalesce: value(&args.coalesce).unwrap_or(true),
-        xfetch: value(&args.xfetch),
+        xfetch: value(&args.xfetch).flatten(),
         jitter: value(&args.jitter),
         admission: args.admission.map(|s| s.value),
         name: args.name.map(|s| s.value),

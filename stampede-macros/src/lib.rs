@@ -37,6 +37,21 @@ use proc_macro::TokenStream;
 /// `trait_impl`, `batch`;
 /// `docs/attribute.md` has the table with defaults.
 /// Every argument, `self` included, must be in the key or in `skip(...)`.
+///
+/// A caller that needs both a function for one id and one for a page of ids writes the
+/// batch function once, with `single = …`, rather than two cached functions:
+///
+/// ```ignore
+/// #[cached(fresh = "60s", batch(ids, single = price), clone(db))]
+/// async fn prices(ids: Vec<u64>, db: &PgPool) -> Result<HashMap<u64, Price>, AppError> {
+///     db.prices(&ids).await
+/// }
+/// // Beside it: `async fn price(id: u64, db: &PgPool) -> Result<Option<Price>, AppError>`.
+/// ```
+///
+/// `price(id)` and `prices(ids)` then share one cache: an entry per id, loaded by either,
+/// served to both, and retired by one invalidation (`PRICES.invalidate(&id)`). Two cached
+/// functions would keep each price twice, and every write would have to invalidate both.
 #[proc_macro_attribute]
 pub fn cached(attr: TokenStream, item: TokenStream) -> TokenStream {
     let original = proc_macro2::TokenStream::from(item.clone());

@@ -129,7 +129,7 @@ pub(crate) struct Plan {
     /// `cache_errors(if = ..., for = ...)`: negative caching.
     pub(crate) cache_errors: Option<CacheErrors>,
     pub(crate) map_error: Option<Path>,
-    /// `source_version = f`: a `fn(&V) -> u64` over the cached value.
+    /// `source_version = f`: a `fn(&V) -> u64` (or `-> i64`) over the cached value.
     pub(crate) source_version: Option<Expr>,
     pub(crate) tags: Option<Tags>,
     pub(crate) key: Key,

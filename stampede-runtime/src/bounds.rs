@@ -41,3 +41,54 @@ impl<T: LocalValue + Serialize + DeserializeOwned> CacheValue for T {}
 )]
 pub trait CacheError: Clone + Send + Sync + 'static {}
 impl<T: Clone + Send + Sync + 'static> CacheError for T {}
+
+/// The type of a source version: what [`CacheBuilder::source_version`]'s function returns
+/// and what [`Cache::invalidate_at`] takes. A `u64`, or an `i64` (a Postgres `BIGINT`
+/// column, say); `u32` and `i32` too, so an `INTEGER` column and a literal
+/// (`invalidate_at(&id, 42)`) need no conversion. The shared store orders versions as
+/// unsigned numbers, so a negative one is no version: a value read at one is stored
+/// without a version, and an invalidation at one applies as [`Cache::invalidate`] does;
+/// each is logged at warn level, naming the cache.
+///
+/// [`CacheBuilder::source_version`]: crate::CacheBuilder::source_version
+/// [`Cache::invalidate_at`]: crate::Cache::invalidate_at
+/// [`Cache::invalidate`]: crate::Cache::invalidate
+#[diagnostic::on_unimplemented(
+    message = "a source version is a `u64` or an `i64` (or a `u32` or an `i32`), not `{Self}`",
+    label = "this source version is a `{Self}`",
+    note = "return the version column as it is (`u64`, or `i64` for a BIGINT); a version that is not an integer cannot be ordered"
+)]
+pub trait SourceVersion: sealed::Ordered + Copy + Send + Sync + 'static {}
+
+mod sealed {
+    /// A version as the shared store orders it: `Err` holds a negative one, which it cannot.
+    pub trait Ordered {
+        fn ordered(self) -> Result<u64, i64>;
+    }
+}
+
+macro_rules! source_versions {
+    ($($unsigned:ty),* ; $($signed:ty),*) => {
+        $(
+            // Not listed under an error: the message names the four.
+            #[diagnostic::do_not_recommend]
+            impl SourceVersion for $unsigned {}
+            impl sealed::Ordered for $unsigned {
+                fn ordered(self) -> Result<u64, i64> {
+                    Ok(u64::from(self))
+                }
+            }
+        )*
+        $(
+            #[diagnostic::do_not_recommend]
+            impl SourceVersion for $signed {}
+            impl sealed::Ordered for $signed {
+                fn ordered(self) -> Result<u64, i64> {
+                    u64::try_from(self).map_err(|_| i64::from(self))
+                }
+            }
+        )*
+    };
+}
+
+source_versions!(u64, u32; i64, i32);

@@ -6,7 +6,7 @@
 //! `Repo::<A>::get` and `Repo::<B>::get` are two caches). The function keeps its cache in
 //! a static of its own, so a call costs one load and one pointer compare; the handle, a
 //! constant that cannot name that static, finds the same cache by the same identity.
-use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::cache::Cache;
 use crate::error::Error;
 use crate::stats::Stats;
@@ -188,8 +188,13 @@ where
     }
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
-    /// change is already known here or in the shared store (see [`Cache::invalidate_at`]).
-    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+    /// change is already known here or in the shared store (see [`Cache::invalidate_at`]):
+    /// a `u64` or an `i64`.
+    pub async fn invalidate_at(
+        &self,
+        key: &K,
+        source_version: impl SourceVersion,
+    ) -> Result<(), Error> {
         self.cache().invalidate_at(key, source_version).await
     }
 
@@ -202,7 +207,7 @@ where
     /// Drops every value of this cache tagged `tag` (the attribute's `tags = ...`), in
     /// every replica on a shared backend; other caches keep theirs (see
     /// [`Cache::invalidate_tag`], and [`crate::invalidate_tag`] for every cache).
-    pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
+    pub async fn invalidate_tag(&self, tag: impl AsRef<str>) -> Result<(), Error> {
         self.cache().invalidate_tag(tag).await
     }
 

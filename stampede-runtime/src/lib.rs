@@ -46,7 +46,7 @@ mod telemetry;
 mod warmup;
 pub mod xfetch;
 
-pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue};
+pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue, SourceVersion};
 pub use cache::{Batcher, Cache, CacheBuilder};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};
@@ -58,3 +58,4 @@ pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};
+pub use xfetch::XFetch;

@@ -2,6 +2,7 @@
 //! how loads of it are guarded.
 use crate::cache_if::CacheIf;
 use crate::negative::CacheErrors;
+use crate::xfetch::XFetch;
 use stampede_settings as settings;
 use std::fmt;
 use std::sync::Arc;
@@ -238,9 +239,23 @@ impl PolicyBuilder {
         self.policy.jitter = fraction;
         self
     }
-    /// Turns on XFetch early refresh with this β (> 0; 1.0 is the usual choice).
-    pub fn xfetch(mut self, beta: f64) -> Self {
-        self.policy.xfetch_beta = Some(beta);
+    /// XFetch early refresh (default off): β itself (above zero; 1.0 is the usual choice,
+    /// larger refreshes earlier), `true` for β = 1.0, or `false` or `0.0` to turn it off
+    /// (see [`XFetch`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::Policy;
+    /// let policy = || Policy::builder("prices").fresh(Duration::from_secs(60));
+    /// assert_eq!(policy().xfetch(2.0).build().unwrap().xfetch_beta(), Some(2.0));
+    /// assert_eq!(policy().xfetch(true).build().unwrap().xfetch_beta(), Some(1.0));
+    /// assert_eq!(policy().xfetch(2.0).xfetch(0.0).build().unwrap().xfetch_beta(), None);
+    /// ```
+    pub fn xfetch(mut self, xfetch: impl Into<XFetch>) -> Self {
+        self.policy.xfetch_beta = match xfetch.into() {
+            XFetch::Off => None,
+            XFetch::Beta(beta) => Some(beta),
+        };
         self
     }
     /// Per-caller deadline on a miss (non-zero).
@@ -356,11 +371,16 @@ impl PolicyBuilder {
     /// assert_eq!(err.to_string(), "policy `x`: fresh must be greater than zero");
     /// ```
     pub fn build(self) -> Result<Policy, PolicyError> {
-        let p = self.policy;
+        let mut p = self.policy;
         if p.name.is_empty() {
             return Err(PolicyError::new("", "the name must not be empty"));
         }
         p.check().map_err(|what| PolicyError::new(&p.name, &what))?;
+        if let Some(beta) = p.xfetch_beta {
+            // A β of 0 is off: the hit path then skips XFetch's draw altogether.
+            p.xfetch_beta = settings::xfetch_beta("xfetch_beta", beta)
+                .map_err(|what| PolicyError::new(&p.name, &what))?;
+        }
         Ok(p)
     }
 }
@@ -374,9 +394,6 @@ impl Policy {
         }
         settings::positive("fail_safe_throttle", self.fail_safe_throttle)?;
         settings::jitter("jitter", self.jitter)?;
-        if let Some(beta) = self.xfetch_beta {
-            settings::xfetch_beta("xfetch_beta", beta)?;
-        }
         if let Some(timeout) = self.timeout {
             settings::positive("timeout", timeout)?;
         }

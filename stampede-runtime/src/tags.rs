@@ -16,11 +16,11 @@
 //! is kept current by the store's notices, and a tag the book does not know is read from
 //! the store before an entry carrying it is served or stored. On the memory backend the
 //! book is the only record, and a version is the count of moves itself.
+use crate::clock::StoreInstant as Instant;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use crate::clock::StoreInstant as Instant;
 
 mod stamp;
 pub(crate) use stamp::{TagStamp, Verdict};

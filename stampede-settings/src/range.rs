@@ -67,13 +67,16 @@ pub fn jitter(name: &str, jitter: f64) -> Result<f64, String> {
     }
 }
 
-/// XFetch's β: finite and above zero.
-pub fn xfetch_beta(name: &str, beta: f64) -> Result<f64, String> {
-    if beta.is_finite() && beta > 0.0 {
-        Ok(beta)
+/// XFetch's β: finite and above zero, or zero, which turns XFetch off (`None`): β scales
+/// how far ahead of expiry a hot key may refresh, and at zero no refresh is ever early.
+pub fn xfetch_beta(name: &str, beta: f64) -> Result<Option<f64>, String> {
+    if beta == 0.0 {
+        Ok(None)
+    } else if beta.is_finite() && beta > 0.0 {
+        Ok(Some(beta))
     } else {
         Err(format!(
-            "{name} must be a finite number above zero (1.0 is the usual choice), not {beta}"
+            "{name} must be a finite number above zero (1.0 is the usual choice), or 0 to turn XFetch off, not {beta}"
         ))
     }
 }

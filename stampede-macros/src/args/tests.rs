@@ -20,7 +20,7 @@ fn each_kind_of_value_is_read() {
     assert_eq!(errors, Vec::<String>::new());
     assert_eq!(args.fresh.map(|s| s.value.millis), Some(90_000));
     assert_eq!(args.coalesce.map(|s| s.value), Some(false));
-    assert_eq!(args.xfetch.map(|s| s.value), Some(1.0));
+    assert_eq!(args.xfetch.map(|s| s.value), Some(Some(1.0)));
     assert_eq!(args.jitter.map(|s| s.value), Some(0.25));
     let skipped: Vec<String> = args
         .skip
@@ -73,10 +73,27 @@ fn every_mistake_is_reported_in_order() {
 fn settings_inside_parentheses_are_read() {
     let (args, errors) = parse(r#"xfetch(beta = 2.5), cache_errors(if = is_missing, for = "5s")"#);
     assert_eq!(errors, Vec::<String>::new());
-    assert_eq!(args.xfetch.map(|s| s.value), Some(2.5));
+    assert_eq!(args.xfetch.map(|s| s.value), Some(Some(2.5)));
     let kept = args.cache_errors.unwrap().value;
     assert_eq!(kept.ttl.millis, 5_000);
     assert!(kept.keep.is_ident("is_missing"));
+}
+
+#[test]
+fn xfetch_is_off_when_written_false_or_with_a_beta_of_zero() {
+    for off in ["xfetch = false", "xfetch(beta = 0.0)", "xfetch(beta = 0)"] {
+        let (args, errors) = parse(off);
+        assert_eq!(errors, Vec::<String>::new(), "{off}");
+        assert_eq!(args.xfetch.map(|s| s.value), Some(None), "{off}");
+    }
+    let (args, _) = parse("xfetch = true");
+    assert_eq!(args.xfetch.map(|s| s.value), Some(Some(1.0)));
+    let (args, errors) = parse("xfetch = 2.0");
+    assert!(args.xfetch.is_none());
+    assert_eq!(
+        errors,
+        ["write `xfetch`, `xfetch(beta = 1.0)` or `xfetch = false`"]
+    );
 }
 
 #[test]

@@ -114,7 +114,7 @@ pub(super) fn source_version(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Op
         _ => {
             cx.error(
                 name,
-                "write `source_version = path::to::function` or a closure, a `fn(&V) -> u64` over the cached value",
+                "write `source_version = path::to::function` or a closure, a `fn(&V) -> u64` (or `-> i64`) over the cached value",
             );
             None
         }
@@ -238,17 +238,25 @@ fn sub_options(tokens: TokenStream, cx: &mut Ctxt) -> Option<Punctuated<RawOptio
     parse_options(tokens).map_err(|error| cx.push(error)).ok()
 }
 
-pub(super) fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64> {
+/// `xfetch`, `xfetch = false` or `xfetch(beta = 1.0)`: β, or `None` for off (`false`, or a
+/// β of 0, as the runtime's file and builder read them).
+pub(super) fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<Option<f64>> {
+    const HELP: &str = "write `xfetch`, `xfetch(beta = 1.0)` or `xfetch = false`";
     let tokens = match value {
-        RawValue::Flag => return Some(1.0),
+        RawValue::Flag => return Some(Some(1.0)),
         RawValue::List(tokens) => tokens,
-        _ => {
-            cx.error(name, "write `xfetch` or `xfetch(beta = 1.0)`");
-            return None;
+        value => {
+            return match literal(&value) {
+                Some(Lit::Bool(on)) => Some(on.value.then_some(1.0)),
+                _ => {
+                    cx.error(name, HELP);
+                    None
+                }
+            };
         }
     };
     let options = sub_options(tokens, cx)?;
-    let mut beta = None;
+    let mut beta = Some(1.0);
     for option in options {
         if option.name != "beta" {
             cx.error(
@@ -265,19 +273,19 @@ pub(super) fn xfetch(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<f64
         {
             cx.error(
                     negative,
-                    "`beta` must be above zero (1.0 is the usual choice, larger refreshes earlier): it scales how far ahead of expiry a hot key may be refreshed, and a negative β would put that after expiry, so no refresh would ever be early",
+                    "`beta` must be above zero (1.0 is the usual choice, larger refreshes earlier; 0 turns XFetch off): it scales how far ahead of expiry a hot key may be refreshed, and a negative β would put that after expiry, so no refresh would ever be early",
                 );
             continue;
         }
         match literal(&option.value).and_then(number) {
             Some((b, span)) => match settings::xfetch_beta("`beta`", b) {
-                Ok(b) => beta = Some(b),
+                Ok(b) => beta = b,
                 Err(message) => cx.error_at(span, message),
             },
             None => cx.error(&option.name, "write `beta = 1.0`"),
         }
     }
-    Some(beta.unwrap_or(1.0))
+    Some(beta)
 }
 
 pub(super) fn cache_errors(name: &Ident, value: RawValue, cx: &mut Ctxt) -> Option<CacheErrors> {

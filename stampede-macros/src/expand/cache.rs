@@ -101,34 +101,24 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
             quote!(#asserted.build_shared_plain(#policy, claim, source_version, tags))
         }
     };
-    // Typed where the user wrote it, so a function or closure of another shape is
-    // reported under it.
+    // Asked under the user's expression, so a function of another shape, or a version of
+    // another type, is reported there, once.
     let source_version = match (&plan.source_version, &plan.batch) {
-        // A batch keeps `Option<V>`: the version of a value found, and 0 for a key the
-        // origin did not find (older than any version an invalidation names).
         (Some(expr), Some(batch)) => {
-            let span = expr.span();
             let found = &batch.value;
-            quote_spanned! {span=>
-                let source_version: fn(&#value_ty) -> u64 = |value| match value {
-                    ::core::option::Option::Some(value) => {
-                        let version: fn(&#found) -> u64 = #expr;
-                        version(value)
-                    }
-                    ::core::option::Option::None => 0,
-                };
-                let source_version = ::core::option::Option::Some(source_version);
+            quote_spanned! {expr.span()=>
+                let source_version = ::core::option::Option::Some(
+                    #private::batch_source_version::<#found, _, _>(#expr),
+                );
             }
         }
-        (Some(expr), None) => {
-            let span = expr.span();
-            quote_spanned! {span=>
-                let source_version: fn(&#value_ty) -> u64 = #expr;
-                let source_version = ::core::option::Option::Some(source_version);
-            }
-        }
+        (Some(expr), None) => quote_spanned! {expr.span()=>
+            let source_version = ::core::option::Option::Some(
+                #private::source_version::<#value_ty, _, _>(#expr),
+            );
+        },
         (None, _) => quote! {
-            let source_version: ::core::option::Option<fn(&#value_ty) -> u64> =
+            let source_version: ::core::option::Option<#private::VersionOf<#value_ty>> =
                 ::core::option::Option::None;
         },
     };

@@ -86,7 +86,16 @@ pub(super) fn assertions(plan: &Plan, types: &Types) -> TokenStream {
     };
     let value_span = value_ty.span();
     let error_span = error_ty.span();
-    let key = quote_spanned!(key_span=> #private::assert_key::<#key_ty>(););
+    // Without `local`, the runtime's backend decides where entries live: serde must write
+    // the key too.
+    let key = if plan.local {
+        quote_spanned!(key_span=> #private::assert_key::<#key_ty>();)
+    } else {
+        quote_spanned!(key_span=>
+            #private::assert_key::<#key_ty>();
+            #private::assert_storable_key::<#key_ty>();
+        )
+    };
     let value = if plan.local {
         quote_spanned!(value_span=> #private::assert_local_value::<#value_ty>();)
     } else {

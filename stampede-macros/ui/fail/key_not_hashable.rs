@@ -1,6 +1,6 @@
 use stampede::cached;
 
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, serde::Serialize)]
 struct Point {
     x: f64,
     y: f64,

@@ -1,10 +1,59 @@
-//! Source versions in memory: a value read at an older version than one memory holds, or
-//! than one invalidated since (the marks), is not stored.
+//! Source versions: how a cache reads them from its values and, in memory, the rule that a
+//! value read at an older version than one memory holds, or than one invalidated since
+//! (the marks), is not stored.
 use super::Inner;
 use crate::any_key::{AnyKey, DynKey};
-use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// A source version as the shared store orders it: `Err` holds a negative one, which it
+/// cannot.
+type Ordered = Result<u64, i64>;
+
+/// Reads the source version a value was read at, as the shared store orders versions.
+pub struct VersionOf<V>(Arc<dyn Fn(&V) -> Ordered + Send + Sync>);
+
+impl<V> VersionOf<V> {
+    /// The versions `version` reads.
+    pub(crate) fn new<N: SourceVersion>(version: impl Fn(&V) -> N + Send + Sync + 'static) -> Self {
+        Self::ordered(move |value| version(value).ordered())
+    }
+
+    /// Versions already as the store orders them.
+    pub(crate) fn ordered(
+        version: impl Fn(&V) -> Result<u64, i64> + Send + Sync + 'static,
+    ) -> Self {
+        VersionOf(Arc::new(version))
+    }
+}
+
+impl<V> Clone for VersionOf<V> {
+    fn clone(&self) -> Self {
+        VersionOf(self.0.clone())
+    }
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// The source version `value` was read at, when the cache reads them. A negative one
+    /// cannot be ordered against the store's, so the value goes without one (as in a cache
+    /// that reads none), and the operator hears which cache made it.
+    pub(super) fn version_of(&self, value: &V) -> Option<u64> {
+        match (self.source_version.as_ref()?.0)(value) {
+            Ok(version) => Some(version),
+            Err(negative) => {
+                tracing::warn!(
+                    target: "stampede",
+                    cache = %self.policy.name(),
+                    version = negative,
+                    "a negative source version cannot be ordered: the value is stored without one"
+                );
+                None
+            }
+        }
+    }
+}
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Whether memory holds a value of `key` read at a newer source version than

@@ -33,9 +33,10 @@ mod write;
 pub use batch::Batcher;
 pub(crate) use leader::{boxed, Detached, Inline};
 pub use lookup::{Lookup, Unanswered};
+pub use marks::VersionOf;
 
 use crate::admission::Gate;
-use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::clock::{Clock, Instant};
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
@@ -96,7 +97,7 @@ pub struct CacheBuilder<K, V, E> {
     /// How keys and values are written to a shared store; without one the cache stays in
     /// memory under any backend.
     codec: Option<Codec<K, V>>,
-    source_version: Option<fn(&V) -> u64>,
+    source_version: Option<VersionOf<V>>,
     tags: Option<TagsOf<K, V>>,
     types: PhantomData<fn() -> (K, V)>,
 }
@@ -131,20 +132,35 @@ where
     /// lagging read replica, say) is not stored after it. Versions must grow with every
     /// change of the source; on Redis they are compared exactly up to `u64::MAX`.
     ///
+    /// The function returns a `u64` or an `i64` (a `BIGINT` column). A negative `i64` is no
+    /// version the store can order: that value is stored without one, as in a cache that
+    /// reads none, and a warning names the cache (see [`SourceVersion`]).
+    ///
     /// ```
     /// use std::time::Duration;
     /// use stampede_runtime::{Cache, Error, Policy};
     ///
     /// #[derive(Clone, serde::Serialize, serde::Deserialize)]
-    /// struct Row { name: String, version: u64 }
+    /// struct Row { name: String, version: i64 }
     ///
     /// let policy = Policy::builder("rows").fresh(Duration::from_secs(60)).build().unwrap();
     /// let cache: Cache<u64, Row> = Cache::builder(policy)
     ///     .source_version(|row: &Row| row.version)
     ///     .build();
     /// ```
-    pub fn source_version(mut self, version: fn(&V) -> u64) -> Self {
-        self.source_version = Some(version);
+    ///
+    /// [`SourceVersion`]: crate::SourceVersion
+    pub fn source_version<N: SourceVersion>(
+        mut self,
+        version: impl Fn(&V) -> N + Send + Sync + 'static,
+    ) -> Self {
+        self.source_version = Some(VersionOf::new(version));
+        self
+    }
+
+    /// [`CacheBuilder::source_version`] as the attribute reads it.
+    pub(crate) fn source_version_of(mut self, version: Option<VersionOf<V>>) -> Self {
+        self.source_version = version;
         self
     }
 
@@ -304,7 +320,7 @@ pub(crate) struct Inner<K, V, E> {
     map_error: fn(Error) -> E,
     /// The shared store, for a cache that may go there on a runtime that has one.
     remote: Option<RemoteSide<K, V>>,
-    source_version: Option<fn(&V) -> u64>,
+    source_version: Option<VersionOf<V>>,
     /// The cache's tags, if it has any, and where its own tag invalidations go (see
     /// `tags.rs`).
     tags: Tagging<K, V>,

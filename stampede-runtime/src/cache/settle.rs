@@ -40,7 +40,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     generation,
                     fastrand::f64(),
                 );
-                envelope.source_version = self.source_version.map(|version| version(&value));
+                envelope.source_version = self.version_of(&value);
                 outcome("loaded");
                 (Ok(value), Some(envelope))
             }

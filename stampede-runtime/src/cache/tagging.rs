@@ -111,9 +111,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// process that only writes can invalidate what others cached.
     ///
     /// [`CacheBuilder::tags`]: crate::CacheBuilder::tags
-    pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
+    pub async fn invalidate_tag(&self, tag: impl AsRef<str>) -> Result<(), Error> {
         let tagging = &self.inner.tags;
-        let name = tags::scoped(&tagging.scope, tag);
+        let name = tags::scoped(&tagging.scope, tag.as_ref());
         match &tagging.runtime {
             Some(runtime) => {
                 runtime

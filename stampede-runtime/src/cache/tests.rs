@@ -22,6 +22,71 @@ async fn source_version_marks_in_memory_are_bounded_by_the_capacity() {
     );
 }
 
+/// A cache whose values carry an `i64` version (a `BIGINT` column), in memory.
+fn signed_versions(runtime: &Runtime) -> Cache<u64, (char, i64)> {
+    let policy = Policy::builder("signed")
+        .fresh(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    Cache::builder(policy)
+        .runtime(runtime)
+        .source_version(|&(_, version): &(char, i64)| version)
+        .build()
+}
+
+#[tokio::test]
+async fn i64_versions_order_loads_and_invalidations_as_u64_ones_do() {
+    let runtime = Runtime::builder().build().unwrap();
+    let cache = signed_versions(&runtime);
+    cache.load(1, || async { Ok(('a', 42)) }).await.unwrap();
+    assert_eq!(
+        cache.inner.store.get(&1).and_then(|e| e.source_version),
+        Some(42)
+    );
+    cache.invalidate_at(&1, 41_i64).await.unwrap();
+    cache.invalidate_at(&1, 42_u64).await.unwrap();
+    assert_eq!(cache.peek(&1), Some(('a', 42)), "late: kept");
+    cache.invalidate_at(&1, 43_i64).await.unwrap();
+    assert_eq!(cache.peek(&1), None);
+    cache.load(1, || async { Ok(('b', 40)) }).await.unwrap();
+    assert_eq!(
+        cache.peek(&1),
+        None,
+        "read before the invalidation at 43: not stored"
+    );
+}
+
+/// A negative version is no version: the value is stored without one, and an
+/// invalidation at one drops the value as `invalidate` does and moves no mark.
+#[tokio::test]
+async fn a_negative_version_is_no_version() {
+    let runtime = Runtime::builder().build().unwrap();
+    let cache = signed_versions(&runtime);
+    cache.load(1, || async { Ok(('n', -5)) }).await.unwrap();
+    assert_eq!(cache.peek(&1), Some(('n', -5)), "stored");
+    assert_eq!(
+        cache.inner.store.get(&1).and_then(|e| e.source_version),
+        None
+    );
+    cache.invalidate_at(&1, 0_i64).await.unwrap();
+    assert_eq!(
+        cache.peek(&1),
+        None,
+        "a value without a version is older than any"
+    );
+
+    cache.load(1, || async { Ok(('c', 10)) }).await.unwrap();
+    cache.invalidate_at(&1, -1_i64).await.unwrap();
+    assert_eq!(cache.peek(&1), None, "dropped, as by `invalidate`");
+    cache.load(1, || async { Ok(('c', 10)) }).await.unwrap();
+    cache.invalidate_at(&1, 5_i64).await.unwrap();
+    assert_eq!(
+        cache.peek(&1),
+        Some(('c', 10)),
+        "late: the negative one moved no mark"
+    );
+}
+
 /// A runtime on the shared `backend` and a cache named `name` on it, fresh for a minute.
 #[cfg(feature = "redis")]
 fn shared_cache(backend: crate::Backend, name: &str) -> (Runtime, Cache<u64, u64>) {

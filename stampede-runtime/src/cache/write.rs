@@ -5,7 +5,7 @@ use super::leader::{bind, Called};
 use super::load::Purpose;
 use super::tagging::Written;
 use super::{Cache, Inner};
-use crate::bounds::{CacheError, CacheKey, LocalValue};
+use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
 use crate::error::Error;
 use crate::remote::store::{Invalidated, LeaseFor};
@@ -161,6 +161,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// could not take it: the value was dropped here, and the invalidation is queued with
     /// its version and replayed before this replica reads the shared store again.
     ///
+    /// The version is a `u64` or an `i64` (see [`SourceVersion`]). A negative `i64` is
+    /// no version the store can order: the call applies as [`Cache::invalidate`] does
+    /// (the value goes, no mark moves), and a warning names the cache.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use stampede_runtime::{Cache, Policy};
@@ -178,7 +182,23 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// assert_eq!(cache.peek(&1), None);
     /// # }
     /// ```
-    pub async fn invalidate_at(&self, key: &K, source_version: u64) -> Result<(), Error> {
+    pub async fn invalidate_at(
+        &self,
+        key: &K,
+        source_version: impl SourceVersion,
+    ) -> Result<(), Error> {
+        let source_version = match source_version.ordered() {
+            Ok(version) => version,
+            Err(negative) => {
+                tracing::warn!(
+                    target: "stampede",
+                    cache = %self.inner.policy.name(),
+                    version = negative,
+                    "a negative source version cannot be ordered: invalidated as by `invalidate`"
+                );
+                return self.invalidate(key).await;
+            }
+        };
         let inner = &self.inner;
         if inner.remote.is_some() {
             return inner.invalidate_remote_at(key, source_version).await;

@@ -85,7 +85,7 @@ fn apply_one(layers: &mut Layers, variable: &str, value: &str) -> Result<(), Str
         let layer = read::<BackendLayer>(key, value)?;
         layers.backend.merge(Located::new(layer, None, at));
     } else if let Some(rest) = variable.strip_prefix(ADMISSION) {
-        let (name, key) = split(rest, AdmissionLayer::KEYS)?;
+        let (name, key) = split(rest, &spellings::<AdmissionLayer>())?;
         let layer = read::<AdmissionLayer>(key, value)?;
         let name = match layers.admissions.keys().find(|n| env_name(n) == name) {
             Some(defined) => defined.clone(),
@@ -95,10 +95,19 @@ fn apply_one(layers: &mut Layers, variable: &str, value: &str) -> Result<(), Str
         let located = Located::new(layer, Some(At::env(variable)), at);
         layers.admissions.entry(name).or_default().merge(located);
     } else if let Some(rest) = variable.strip_prefix(FUNCTION) {
-        let (name, key) = split(rest, Overrides::KEYS)?;
+        let (name, key) = split(rest, &spellings::<Overrides>())?;
         let overrides = read::<Overrides>(key, value)?;
-        let located = Located::new(overrides, Some(At::env(variable)), at);
         let entry = layers.env_functions.entry(name.to_owned()).or_default();
+        // Only a key's second spelling sets a setting another variable set: neither may
+        // win by the order of their names.
+        for key in overrides.set_keys() {
+            if let Some(other) = entry.at.get(key).and_then(|at| at.key.as_deref()) {
+                return Err(format!(
+                    "`{other}` sets the same setting (`{key}`); keep one of the two"
+                ));
+            }
+        }
+        let located = Located::new(overrides, Some(At::env(variable)), at);
         entry.merge(located);
     } else if variable != CONFIG {
         // STAMPEDE_* is also where test harnesses put their switches: say so, don't fail.
@@ -122,6 +131,12 @@ pub(super) fn backend_key(key: &str, value: &str) -> Result<BackendLayer, String
 fn read<'a, T: Deserialize<'a>>(key: &'a str, value: &'a str) -> Result<T, String> {
     let table = MapDeserializer::<_, ValueError>::new(std::iter::once((key, Text(value))));
     T::deserialize(table).map_err(|error| error.to_string())
+}
+
+/// Every key of `T` and every second spelling of one.
+fn spellings<T: Layer>() -> Vec<&'static str> {
+    let aliases = T::ALIASES.iter().map(|(alias, _)| *alias);
+    T::KEYS.iter().copied().chain(aliases).collect()
 }
 
 /// `<NAME>_<KEY>` into its name and one of `keys`.

@@ -42,7 +42,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let document: Document = toml::from_str(text).map_err(|error| {
         let span = error.span();
         let key = span.as_ref().and_then(|span| keys.around(span));
-        let message = error.message().trim_end().to_owned();
+        let message = with_spellings(error.message().trim_end());
         let at = At::file(path, text, span.map(|s| s.start), key);
         ConfigError::new(at, message)
     })?;
@@ -77,6 +77,23 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             })
             .collect(),
     })
+}
+
+/// serde's refusal of a key written twice names the setting, not what was written: when
+/// the second was the setting's other spelling, say so.
+fn with_spellings(message: &str) -> String {
+    let twice = message
+        .strip_prefix("duplicate field `")
+        .and_then(|rest| rest.strip_suffix('`'));
+    let alias = Overrides::ALIASES
+        .iter()
+        .find(|(_, key)| Some(*key) == twice);
+    match alias {
+        Some((alias, key)) => {
+            format!("{message}: `{key}` and `{alias}` are one setting; keep one")
+        }
+        None => message.to_owned(),
+    }
 }
 
 /// Every key of a file by its dotted path, with the spans of the key and of its value,

@@ -9,14 +9,16 @@
 //! gives the [`Config`] a runtime runs on, or an error naming the file and line, the
 //! variable or the builder call at fault. Nothing here knows the runtime.
 /// Declares a table of settings: the serde model, one optional field per key (what one
-/// source sets; unknown keys refused), and how sources layer over each other.
+/// source sets; unknown keys refused), and how sources layer over each other. A key may
+/// have a second spelling (`xfetch or "xfetch_beta"`): one setting, so a later source
+/// writing either replaces what an earlier one wrote in either.
 macro_rules! table {
     (
         $(#[$attr:meta])*
         $vis:vis struct $name:ident {$(
             $(#[doc = $doc:literal])*
             $(#[serde($($serde:tt)*)])?
-            $field:ident: $ty:ty,
+            $field:ident $(or $alias:literal)?: $ty:ty,
         )*}
     ) => {
         $(#[$attr])*
@@ -24,12 +26,14 @@ macro_rules! table {
         #[serde(deny_unknown_fields)]
         $vis struct $name {$(
             $(#[doc = $doc])*
-            #[serde(default $(, $($serde)*)?)]
+            #[serde(default $(, alias = $alias)? $(, $($serde)*)?)]
             pub(crate) $field: Option<$ty>,
         )*}
 
         impl $crate::config::Layer for $name {
             const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+            const ALIASES: &'static [(&'static str, &'static str)] =
+                &[$($(($alias, stringify!($field)),)?)*];
 
             fn set_keys(&self) -> Vec<&'static str> {
                 let set = [$(self.$field.is_some()),*];
@@ -79,6 +83,8 @@ pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 pub(crate) trait Layer: Default {
     /// Every key, as the file writes it.
     const KEYS: &'static [&'static str];
+    /// The keys' second spellings, each with its key.
+    const ALIASES: &'static [(&'static str, &'static str)];
     /// The keys this sets.
     fn set_keys(&self) -> Vec<&'static str>;
     /// Takes every setting `later` sets.

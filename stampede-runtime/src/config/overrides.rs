@@ -6,6 +6,7 @@
 //! declaration.
 use super::values;
 use crate::policy::PolicyBuilder;
+use crate::xfetch::XFetch;
 use stampede_settings as settings;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ macro_rules! overrides {
     ($(
         $(#[doc = $doc:literal])*
         $(#[serde($($serde:tt)*)])?
-        $field:ident: $ty:ty $(as $param:ty)?, check $check:path, apply $setter:ident;
+        $field:ident $(or $alias:literal)?: $ty:ty $(as $param:ty)?, check $check:path, apply $setter:ident;
     )*) => {
         table! {
             /// Settings that replace a policy's own for the cache of that name (the
@@ -32,7 +33,7 @@ macro_rules! overrides {
             pub struct Overrides {$(
                 $(#[doc = $doc])*
                 $(#[serde($($serde)*)])?
-                $field: $ty,
+                $field $(or $alias)?: $ty,
             )*}
         }
 
@@ -80,8 +81,11 @@ overrides! {
     fail_safe_throttle: Duration, check settings::positive, apply fail_safe_throttle;
     /// ± fraction of `fresh`, `0.0..=0.5`.
     jitter: f64, check settings::jitter, apply jitter;
-    /// Turns XFetch on with this β (above zero; 1.0 is the usual choice).
-    xfetch_beta: f64, check settings::xfetch_beta, apply xfetch;
+    /// XFetch early refresh: `true` (β = 1.0), `false` (off), or β itself (above zero,
+    /// 1.0 the usual choice; 0 is off), as [`PolicyBuilder::xfetch`] takes it. The file
+    /// and the environment also spell it `xfetch_beta`.
+    #[serde(deserialize_with = "values::xfetch")]
+    xfetch or "xfetch_beta": XFetch as impl Into<XFetch>, check xfetch, apply xfetch;
     /// The per-caller deadline on a miss (above zero).
     #[serde(deserialize_with = "values::duration")]
     timeout: Duration, check settings::positive, apply timeout;
@@ -106,6 +110,10 @@ overrides! {
     enabled: bool, check any, apply enabled;
     /// The admission semaphore the function's loads go through.
     admission: String as impl Into<String>, check named, apply admission;
+}
+
+fn xfetch(key: &str, xfetch: XFetch) -> Result<XFetch, String> {
+    xfetch.checked_beta(key).map(|_| xfetch)
 }
 
 fn hot_keys(key: &str, keys: usize) -> Result<usize, String> {

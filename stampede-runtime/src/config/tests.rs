@@ -57,3 +57,47 @@ fn a_redis_backend_needs_the_redis_feature() {
         assert!(refused.message().contains("`redis` feature"), "{refused}");
     }
 }
+
+/// The environment, read after the file, turns off the file's XFetch whichever spelling
+/// either uses; the policy's compiled β is then off too.
+#[test]
+fn the_environment_turns_off_the_files_xfetch() {
+    let path = Path::new("stampede.toml");
+    let compiled = || {
+        Policy::builder("f")
+            .fresh(Duration::from_secs(60))
+            .xfetch(1.0)
+            .build()
+            .unwrap()
+    };
+    let beta_of = |file: &str, vars: &[(&str, &str)]| {
+        let mut layers = Layers::default();
+        for (name, overrides) in file::parse(path, file).unwrap().functions {
+            layers.functions.entry(name).or_default().merge(overrides);
+        }
+        let vars = vars.iter().map(|(k, v)| ((*k).into(), (*v).into()));
+        layers.read_env(vars).unwrap();
+        let config = layers.check(|_| Ok(())).unwrap();
+        let policy = config.policy_of(compiled(), &Arc::from("f")).unwrap();
+        policy.xfetch_beta()
+    };
+    assert_eq!(beta_of("", &[]), Some(1.0), "compiled");
+    assert_eq!(beta_of("[functions.f]\nxfetch = false\n", &[]), None);
+    assert_eq!(beta_of("[functions.f]\nxfetch_beta = 0\n", &[]), None);
+    assert_eq!(beta_of("[functions.f]\nxfetch = 2.5\n", &[]), Some(2.5));
+    let file = "[functions.f]\nxfetch_beta = 3\n";
+    assert_eq!(beta_of(file, &[]), Some(3.0));
+    assert_eq!(
+        beta_of(file, &[("STAMPEDE_FUNCTION_F_XFETCH", "false")]),
+        None
+    );
+    assert_eq!(
+        beta_of(file, &[("STAMPEDE_FUNCTION_F_XFETCH_BETA", "0")]),
+        None
+    );
+    let off = "[functions.f]\nxfetch = false\n";
+    assert_eq!(
+        beta_of(off, &[("STAMPEDE_FUNCTION_F_XFETCH_BETA", "2")]),
+        Some(2.0)
+    );
+}

@@ -1,5 +1,6 @@
 //! Values the file and the environment write as text or numbers: durations, read by the
-//! grammar the attribute reads, and counts.
+//! grammar the attribute reads, counts, and XFetch.
+use crate::xfetch::XFetch;
 use serde::de::{self, Deserializer, Visitor};
 use std::fmt;
 use std::time::Duration;
@@ -64,5 +65,58 @@ impl Visitor<'_> for CountVisitor {
                 "{count} is below zero; write a whole number of at least 1"
             ))
         })
+    }
+}
+
+/// `#[serde(deserialize_with)]` for XFetch: `true` (β = 1.0), `false` (off), or β itself,
+/// a number (0: off), checked here so a refusal points at the value as written (the key
+/// has two spellings, `xfetch` and `xfetch_beta`). The environment's text reads the same.
+pub(crate) fn xfetch<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<XFetch>, D::Error> {
+    deserializer.deserialize_any(XFetchVisitor).map(Some)
+}
+
+struct XFetchVisitor;
+
+impl XFetchVisitor {
+    fn beta<E: de::Error>(beta: f64) -> Result<XFetch, E> {
+        let beta = stampede_settings::xfetch_beta("β", beta).map_err(E::custom)?;
+        Ok(beta.map_or(XFetch::Off, XFetch::Beta))
+    }
+}
+
+impl Visitor<'_> for XFetchVisitor {
+    type Value = XFetch;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`true`, `false` or β, a number (0 turns XFetch off)")
+    }
+
+    fn visit_bool<E: de::Error>(self, on: bool) -> Result<XFetch, E> {
+        Ok(XFetch::from(on))
+    }
+
+    fn visit_f64<E: de::Error>(self, beta: f64) -> Result<XFetch, E> {
+        Self::beta(beta)
+    }
+
+    fn visit_i64<E: de::Error>(self, beta: i64) -> Result<XFetch, E> {
+        Self::beta(beta as f64)
+    }
+
+    fn visit_u64<E: de::Error>(self, beta: u64) -> Result<XFetch, E> {
+        Self::beta(beta as f64)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<XFetch, E> {
+        match text.trim() {
+            "true" => Ok(XFetch::from(true)),
+            "false" => Ok(XFetch::from(false)),
+            number => match number.parse::<f64>() {
+                Ok(beta) => Self::beta(beta),
+                Err(_) => Err(E::invalid_value(de::Unexpected::Str(text), &self)),
+            },
+        }
     }
 }

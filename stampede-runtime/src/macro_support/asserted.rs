@@ -10,7 +10,7 @@
 //! run. Every bound on an origin (`Send`, `'static`, its output) stays on the methods of
 //! both, so a body that is not `Send` is still reported, here as everywhere.
 use crate::bounds::{CacheError, CacheKey, CacheValue, LocalValue};
-use crate::cache::{boxed, Cache, Detached, Inline, Lookup, Unanswered};
+use crate::cache::{boxed, Cache, Detached, Inline, Lookup, Unanswered, VersionOf};
 use crate::error::Error;
 use crate::handle::Claim;
 use crate::handle::Handle;
@@ -56,7 +56,7 @@ pub trait Caches<K, V, E> {
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
 }
@@ -75,7 +75,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Caches<K, V, E> for &Asserted<K,
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         build::build_claimed_cache(policy, map_error, claim, source_version, tags)
@@ -90,7 +90,7 @@ pub trait SharedCaches<K, V, E> {
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
 }
@@ -106,7 +106,7 @@ where
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         build::build_shared_cache(policy, map_error, claim, source_version, tags)
@@ -120,7 +120,7 @@ pub trait PlainCaches<K, V> {
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error>;
 }
@@ -130,7 +130,7 @@ impl<K: CacheKey, V: LocalValue> PlainCaches<K, V> for &Asserted<K, V, Error> {
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error> {
         build::build_plain_cache(policy, claim, source_version, tags)
@@ -144,7 +144,7 @@ pub trait SharedPlainCaches<K, V> {
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error>;
 }
@@ -154,7 +154,7 @@ impl<K: CacheKey + Serialize, V: CacheValue> SharedPlainCaches<K, V> for &Assert
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, Error> {
         build::build_shared_plain_cache(policy, claim, source_version, tags)
@@ -293,7 +293,7 @@ pub trait Unfit<K, V, E> {
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
@@ -302,7 +302,7 @@ pub trait Unfit<K, V, E> {
         policy: PolicyBuilder,
         map_error: fn(Error) -> E,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
@@ -310,7 +310,7 @@ pub trait Unfit<K, V, E> {
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
@@ -318,7 +318,7 @@ pub trait Unfit<K, V, E> {
         &self,
         policy: PolicyBuilder,
         claim: &Claim,
-        source_version: Option<fn(&V) -> u64>,
+        source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E>;
     /// Never run.
@@ -379,7 +379,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: PolicyBuilder,
         _: fn(Error) -> E,
         _: &Claim,
-        _: Option<fn(&V) -> u64>,
+        _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
@@ -389,7 +389,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: PolicyBuilder,
         _: fn(Error) -> E,
         _: &Claim,
-        _: Option<fn(&V) -> u64>,
+        _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
@@ -398,7 +398,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         &self,
         _: PolicyBuilder,
         _: &Claim,
-        _: Option<fn(&V) -> u64>,
+        _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
@@ -407,7 +407,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         &self,
         _: PolicyBuilder,
         _: &Claim,
-        _: Option<fn(&V) -> u64>,
+        _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")

@@ -14,6 +14,7 @@ mod onward;
 
 // The traits a compile error names are exported too, so the error names them by this short
 // path (`stampede::__private::StorableValue`) rather than by their module's.
+pub use crate::cache::VersionOf;
 pub use crate::cache::{Cache, Lookup, Unanswered};
 pub use crate::error::Error;
 pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, ShareableError};
@@ -27,8 +28,9 @@ pub use build::{
     ReturnsResult, ReturnsValue,
 };
 pub use guards::{
-    assert_origin_error, assert_storable_value, batch_keys, clone_for_origin, BatchKey,
-    CarriesCacheFailures, CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound,
-    StorableValue,
+    assert_origin_error, assert_storable_key, assert_storable_value, batch_keys,
+    batch_source_version, clone_for_origin, source_version, BatchKey, CarriesCacheFailures,
+    CloneForOrigin, ErrorMap, MapByFrom, MapMissing, OriginErrorBound, StorableKey, StorableValue,
+    VersionFn,
 };
 pub use onward::Onward;

@@ -13,7 +13,7 @@ fn out_of_range_settings_are_refused_with_their_name() {
             "jitter must be a fraction of fresh",
         ),
         (
-            base().xfetch(0.0),
+            base().xfetch(-1.0),
             "xfetch_beta must be a finite number above zero",
         ),
         (
@@ -44,6 +44,19 @@ fn out_of_range_settings_are_refused_with_their_name() {
         );
     }
     assert!(base().jitter(0.5).xfetch(1.0).build().is_ok());
+}
+
+#[test]
+fn xfetch_false_and_a_beta_of_zero_turn_xfetch_off() {
+    let base = || Policy::builder("p").fresh(Duration::from_secs(1));
+    let beta = |builder: PolicyBuilder| builder.build().unwrap().xfetch_beta();
+    assert_eq!(beta(base().xfetch(2.0)), Some(2.0));
+    assert_eq!(beta(base().xfetch(true)), Some(1.0));
+    assert_eq!(beta(base().xfetch(XFetch::Beta(0.5))), Some(0.5));
+    assert_eq!(beta(base().xfetch(1.0).xfetch(false)), None);
+    assert_eq!(beta(base().xfetch(1.0).xfetch(0.0)), None);
+    assert_eq!(beta(base().xfetch(1.0).xfetch(XFetch::Beta(0.0))), None);
+    assert_eq!(beta(base().xfetch(1.0).xfetch(XFetch::Off)), None);
 }
 
 #[test]

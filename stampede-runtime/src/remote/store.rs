@@ -34,10 +34,10 @@
 //! place, and the estimate can only lag the server's clock (by the read's return trip),
 //! which makes values fresh a few milliseconds shorter, never longer. The store's expiry
 //! (PX) is computed inside the publish script from the server's own `TIME`.
+use crate::clock::StoreInstant as Instant;
 use futures_util::future::BoxFuture;
 use std::fmt;
 use std::time::Duration;
-use crate::clock::StoreInstant as Instant;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::keys::EntryKey;

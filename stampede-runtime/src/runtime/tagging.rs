@@ -34,13 +34,13 @@ impl Runtime {
     ///     .build();
     /// prices.load((42, "EUR".into()), || async { Ok(990) }).await.unwrap();
     /// prices.load((42, "USD".into()), || async { Ok(1090) }).await.unwrap();
-    /// runtime.invalidate_tag("product:42").await.unwrap();
+    /// runtime.invalidate_tag(format!("product:{}", 42)).await.unwrap();
     /// assert_eq!(prices.peek(&(42, "EUR".into())), None);
     /// assert_eq!(prices.peek(&(42, "USD".into())), None);
     /// # }
     /// ```
-    pub async fn invalidate_tag(&self, tag: &str) -> Result<(), Error> {
-        self.move_tag(tag, "(every cache)".into()).await
+    pub async fn invalidate_tag(&self, tag: impl AsRef<str>) -> Result<(), Error> {
+        self.move_tag(tag.as_ref(), "(every cache)".into()).await
     }
 
     /// The versions of the tags of this runtime's caches.
@@ -77,8 +77,9 @@ impl Runtime {
     }
 }
 
-/// [`Runtime::invalidate_tag`] on the process's runtime ([`Runtime::global`]).
-pub async fn invalidate_tag(tag: &str) -> Result<(), Error> {
+/// [`Runtime::invalidate_tag`] on the process's runtime ([`Runtime::global`]). The tag is
+/// a `&str` or a `String` (`invalidate_tag(format!("tenant:{tenant}"))`).
+pub async fn invalidate_tag(tag: impl AsRef<str>) -> Result<(), Error> {
     match Runtime::global() {
         Ok(runtime) => runtime.invalidate_tag(tag).await,
         Err(error) => Err(Error::Config {

@@ -18,7 +18,8 @@ fn out_of_range_values_are_refused_with_the_bound() {
         .unwrap_err()
         .starts_with("jitter must be a fraction"));
     assert!(jitter("jitter", f64::NAN).is_err());
-    assert!(xfetch_beta("beta", 0.0).is_err() && xfetch_beta("beta", f64::INFINITY).is_err());
+    assert!(xfetch_beta("beta", -1.0).is_err() && xfetch_beta("beta", f64::INFINITY).is_err());
+    assert!(xfetch_beta("beta", f64::NAN).is_err());
     assert_eq!(
         positive("fresh", Duration::ZERO).unwrap_err(),
         "fresh must be greater than zero"
@@ -27,6 +28,13 @@ fn out_of_range_values_are_refused_with_the_bound() {
         within_horizon("stale", Duration::MAX).unwrap_err(),
         "stale must be at most 36500d"
     );
+}
+
+#[test]
+fn an_xfetch_beta_of_zero_turns_xfetch_off() {
+    assert_eq!(xfetch_beta("beta", 0.0), Ok(None));
+    assert_eq!(xfetch_beta("beta", -0.0), Ok(None));
+    assert_eq!(xfetch_beta("beta", 1.5), Ok(Some(1.5)));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::Backend;
+use crate::xfetch::XFetch;
 use std::time::Duration;
 
 /// `layers` with the variables among `vars` applied.
@@ -180,7 +181,7 @@ fn every_function_key_has_a_variable_lease_and_coalesce_included() {
             .lease(Duration::from_secs(5))
             .coalesce(false)
             .fail_safe_throttle(Duration::from_secs(90))
-            .xfetch_beta(2.0)
+            .xfetch(2.0)
     );
     for key in Overrides::KEYS {
         let variable = format!("STAMPEDE_FUNCTION_F_{}", key.to_ascii_uppercase());
@@ -188,6 +189,45 @@ fn every_function_key_has_a_variable_lease_and_coalesce_included() {
             .and_then(|layers| layers.check(|_| Ok(())))
             .unwrap_err();
         assert_eq!(error.key(), Some(variable.as_str()), "{key} is read");
+    }
+}
+
+#[test]
+fn xfetch_is_turned_off_by_either_spelling_but_not_set_by_both() {
+    let cases = [
+        ("STAMPEDE_FUNCTION_F_XFETCH", "false", XFetch::Off),
+        ("STAMPEDE_FUNCTION_F_XFETCH", "true", XFetch::Beta(1.0)),
+        ("STAMPEDE_FUNCTION_F_XFETCH", "2.5", XFetch::Beta(2.5)),
+        ("STAMPEDE_FUNCTION_F_XFETCH_BETA", "0", XFetch::Off),
+        ("STAMPEDE_FUNCTION_F_XFETCH_BETA", "1.5", XFetch::Beta(1.5)),
+    ];
+    for (variable, value, xfetch) in cases {
+        let layers = applied(Layers::default(), vars(&[(variable, value)])).unwrap();
+        assert_eq!(
+            layers.env_functions["F"].value,
+            Overrides::new().xfetch(xfetch),
+            "{variable}={value}"
+        );
+    }
+    let both = vars(&[
+        ("STAMPEDE_FUNCTION_F_XFETCH", "false"),
+        ("STAMPEDE_FUNCTION_F_XFETCH_BETA", "2"),
+    ]);
+    let error = applied(Layers::default(), both).unwrap_err();
+    assert_eq!(error.key(), Some("STAMPEDE_FUNCTION_F_XFETCH_BETA"));
+    assert!(
+        error.message().contains(
+            "`STAMPEDE_FUNCTION_F_XFETCH` sets the same setting (`xfetch`); keep one of the two"
+        ),
+        "{error}"
+    );
+    for (value, says) in [
+        ("-1", "β must be a finite number above zero (1.0 is the usual choice), or 0 to turn XFetch off, not -1"),
+        ("sometimes", "expected `true`, `false` or β, a number (0 turns XFetch off)"),
+    ] {
+        let error = applied(Layers::default(), vars(&[("STAMPEDE_FUNCTION_F_XFETCH_BETA", value)])).unwrap_err();
+        assert_eq!(error.key(), Some("STAMPEDE_FUNCTION_F_XFETCH_BETA"));
+        assert!(error.message().contains(says), "{error}");
     }
 }
 

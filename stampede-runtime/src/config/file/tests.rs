@@ -48,7 +48,7 @@ admission = "db"
             .stale(Duration::from_secs(60))
             .stale_if_error(Duration::from_secs(3_600))
             .jitter(0.1)
-            .xfetch_beta(1.0)
+            .xfetch(1.0)
             .timeout(Duration::from_secs(2))
             .capacity(500)
             .hot_keys(64)
@@ -73,4 +73,19 @@ fn an_empty_file_sets_nothing() {
 fn keys_are_written_as_toml_writes_them() {
     assert_eq!(toml_key("user-profile"), "user-profile");
     assert_eq!(toml_key("app::load_profile"), "\"app::load_profile\"");
+}
+
+#[test]
+fn both_spellings_of_xfetch_in_one_table_are_refused_under_the_table() {
+    let error = parse_text("[functions.f]\nfresh = \"1s\"\nxfetch = true\nxfetch_beta = 2\n")
+        .err()
+        .unwrap();
+    assert_eq!(error.key(), Some("functions.f"));
+    assert_eq!(error.line(), Some(1));
+    assert!(
+        error.message().ends_with(
+            "duplicate field `xfetch`: `xfetch` and `xfetch_beta` are one setting; keep one"
+        ),
+        "{error}"
+    );
 }

@@ -15,10 +15,10 @@
 //!
 //! Opening is logged at warn level with its cause, recovery at info, at most once per
 //! [`LOG_EVERY`] per breaker (the next message counts the openings in between).
+use crate::clock::StoreInstant as Instant;
 use crate::remote::store::BreakerState;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use crate::clock::StoreInstant as Instant;
 
 /// The least time between two warnings of one breaker opening.
 const LOG_EVERY: Duration = Duration::from_secs(30);

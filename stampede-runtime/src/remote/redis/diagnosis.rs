@@ -5,13 +5,13 @@
 //! (in its stats, and degraded mode on a health check) while it recurs.
 use super::connection::Connection;
 use super::Client;
+use crate::clock::StoreInstant as Instant;
 use crate::remote::keys::LAYOUT;
 use crate::remote::store::StoreError;
 use redis::{ErrorKind, RedisError};
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
-use crate::clock::StoreInstant as Instant;
 
 /// How long a problem is reported after it was last seen: a fixed setting (a permission
 /// granted) clears it without a restart.

@@ -33,10 +33,10 @@
 //! Tag notices stay on the prefix's own channel, which every replica hears: any replica
 //! may hold entries carrying any tag.
 use super::Client;
+use crate::clock::StoreInstant as Instant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
-use crate::clock::StoreInstant as Instant;
 
 /// How many channels a prefix's key notices are spread over. A replica holds at most
 /// this many subscriptions, and one holding `h` keys hears about `h / BUCKETS` of the

@@ -1,6 +1,7 @@
 //! The store's operations, each one script (or, for a fresh hit, one `MGET`), through
 //! [`Client::call`], and the store seam ([`RemoteStore`]) they implement.
 use super::{bump, entry_keys, fence_of, millis, Client, RedisStore};
+use crate::clock::StoreInstant as Instant;
 use crate::remote::keys::EntryKey;
 use crate::remote::store::{
     Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Publication, Published, Read,
@@ -12,7 +13,6 @@ use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 use std::time::Duration;
-use crate::clock::StoreInstant as Instant;
 use tokio::sync::{broadcast, oneshot, watch};
 
 /// How recent the server clock must be for a read without the script: the local

@@ -1,6 +1,6 @@
 use stampede::cached;
 
-#[cached(fresh = "60s", xfetch(beta = 0.0))]
+#[cached(fresh = "60s", xfetch = 2.0)]
 async fn get(id: u64) -> u64 {
     id
 }
