@@ -24,8 +24,9 @@ use std::time::Duration;
 pub struct Price {
     pub id: u64,
     pub cents: u64,
-    /// Raised by every write: what `invalidate_at` compares.
-    pub version: u64,
+    /// Raised by every write: what `invalidate_at` compares. A BIGINT column, as row
+    /// versions are in Postgres: `source_version` and `invalidate_at` take an `i64`.
+    pub version: i64,
 }
 
 /// The service's error. Not `Clone` (a database driver's error seldom is): callers that
