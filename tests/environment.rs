@@ -131,3 +131,61 @@ fn an_admission_queue_in_a_runtime_without_timers_waits_for_a_permit() {
     assert_eq!((first, second), (Ok(1), Ok(2)));
     assert_eq!(cache.stats().shed, 0);
 }
+
+/// Drops, five times, a runtime whose caller's call to the store is still being judged
+/// on the store's threads (the store held its replies past the response timeout), then
+/// waits out every judgement: prints how many panics any thread saw.
+#[test]
+#[ignore = "run by a_runtime_dropped_while_its_calls_are_judged_panics_nowhere, in a process of its own"]
+fn child_drops_runtimes_while_their_calls_are_judged() {
+    let Some(redis) = testkit::RedisServer::start() else {
+        return;
+    };
+    let panics = Arc::new(AtomicUsize::new(0));
+    let counted = panics.clone();
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        report(info);
+    }));
+    for round in 0..5_u64 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let replica = Runtime::builder()
+                .backend(stampede::Backend::redis(redis.url()))
+                .build()
+                .unwrap();
+            let policy = Policy::builder("judged")
+                .fresh(Duration::from_secs(60))
+                .build()
+                .unwrap();
+            let cache: Cache<u64, u64, AppError> = Cache::builder(policy).runtime(&replica).build();
+            // Connected and answering first, then held: the next call times out.
+            let _ = cache.load(round, || async { Ok(1) }).await;
+            redis.hold_replies();
+            let _ = cache.load(round + 100, || async { Ok(2) }).await;
+        });
+        runtime.shutdown_timeout(Duration::from_millis(500));
+        redis.heal();
+    }
+    // Every judgement's grace (four response timeouts) and the client's own timeout.
+    std::thread::sleep(Duration::from_secs(3));
+    println!("{}panics {}", common::REPORT, panics.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_runtime_dropped_while_its_calls_are_judged_panics_nowhere() {
+    if testkit::RedisServer::start().is_none() {
+        return;
+    }
+    let lines = common::run_child(
+        module_path!(),
+        "child_drops_runtimes_while_their_calls_are_judged",
+        &[],
+    );
+    assert_eq!(lines, ["panics 0"], "no thread panicked");
+}

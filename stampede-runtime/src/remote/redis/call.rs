@@ -109,7 +109,7 @@ impl Client {
             pass.failed("no master to call");
             return Err(StoreError::Unavailable);
         };
-        let mut call = Box::pin(attempt(connection));
+        let mut call = Box::pin(OnStore::new(attempt(connection)));
         let mut answer = tokio::time::timeout_at(deadline, &mut call).await;
         if matches!(&answer, Ok(Err(e)) if unusable(e)) && tokio::time::Instant::now() < deadline {
             // Again, on the connection of the moment (the master may have moved).
@@ -117,7 +117,7 @@ impl Client {
                 pass.failed("no master to call");
                 return Err(StoreError::Unavailable);
             };
-            call = Box::pin(attempt(connection));
+            call = Box::pin(OnStore::new(attempt(connection)));
             answer = tokio::time::timeout_at(deadline, &mut call).await;
         }
         match answer {
@@ -151,6 +151,37 @@ impl Client {
                 Err(StoreError::Timeout(timeout))
             }
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call polled inside the store's runtime, wherever its caller is: the timers the
+    /// client makes on the way (its own response timeout) belong to that runtime. A call
+    /// whose caller gives up is judged on the store's threads ([`judge_late`]); a timer it
+    /// had made on the caller's runtime would panic once that runtime shut down.
+    struct OnStore<F> {
+        store: tokio::runtime::Handle,
+        #[pin]
+        call: F,
+    }
+}
+
+impl<F> OnStore<F> {
+    fn new(call: F) -> Self {
+        OnStore {
+            store: background::handle(),
+            call,
+        }
+    }
+}
+
+impl<F: Future> Future for OnStore<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        let _store = this.store.enter();
+        this.call.poll(cx)
     }
 }
 
