@@ -12,13 +12,17 @@ use std::fmt;
 #[serde(transparent)]
 pub(crate) struct Secret(String);
 
-// Read only by the Redis client's settings.
-#[cfg(feature = "redis")]
+// Made and read only by the Redis client's settings (and this module's tests, which
+// run without it too).
+#[cfg(any(feature = "redis", test))]
 impl Secret {
     pub(crate) fn new(text: impl Into<String>) -> Self {
         Secret(text.into())
     }
+}
 
+#[cfg(feature = "redis")]
+impl Secret {
     /// The credential itself, for the one place that sends it.
     pub(crate) fn expose(&self) -> &str {
         &self.0
