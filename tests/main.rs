@@ -124,6 +124,7 @@ mod observability;
 mod origin_errors;
 mod production;
 mod shared_store;
+mod simulation;
 mod spans;
 mod tags;
 mod warmup;

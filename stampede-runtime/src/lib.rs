@@ -38,6 +38,9 @@ mod per_call;
 mod policy;
 mod remote;
 mod runtime;
+#[cfg(feature = "simulation")]
+#[doc(hidden)]
+pub mod simulation;
 mod stats;
 mod tags;
 mod task;

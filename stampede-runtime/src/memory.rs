@@ -15,8 +15,11 @@ use crate::envelope::Envelope;
 use crate::policy::Policy;
 use foldhash::fast::SeedableRandomState;
 use foldhash::SharedSeed;
+#[cfg(not(feature = "simulation"))]
 use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hash};
+#[cfg(not(feature = "simulation"))]
+use std::hash::BuildHasher;
+use std::hash::Hash;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -173,14 +176,25 @@ pub(crate) fn lifetime(policy: &Policy, real_time: bool) -> Option<Duration> {
 /// A hasher for one cache: a seed of its own on top of the process's shared seed.
 fn seeded_hasher() -> SeedableRandomState {
     static SHARED: OnceLock<SharedSeed> = OnceLock::new();
+    // A simulation's runs share one process: the first must not lay out the others.
+    #[cfg(feature = "simulation")]
+    let shared = SHARED.get_or_init(|| SharedSeed::from_u64(0x5eed));
+    #[cfg(not(feature = "simulation"))]
     let shared = SHARED.get_or_init(|| SharedSeed::from_u64(random_u64()));
     SeedableRandomState::with_seed(random_u64(), shared)
 }
 
 /// 64 unpredictable bits: std's `RandomState` keys SipHash from the operating system's
 /// random source, and no one outside the process sees the keys or this output.
+#[cfg(not(feature = "simulation"))]
 fn random_u64() -> u64 {
     RandomState::new().hash_one(0x5eed_u64)
+}
+
+/// In a simulation, the thread's seeded generator: the same seed lays memory out the same.
+#[cfg(feature = "simulation")]
+fn random_u64() -> u64 {
+    fastrand::u64(..)
 }
 
 #[cfg(test)]

@@ -41,7 +41,11 @@ const KEEP_AT_LEAST: Duration = Duration::from_secs(60);
 /// A tag first read from the shared store when a load stores: a move this close before the
 /// load called its origin (by the two clocks involved: the tag's Redis server and the one
 /// the load read, or this host when it read none) may have come after, so the store is
-/// refused. Covers the skew between those clocks.
+/// refused. Covers the skew between those clocks when they are two: a cluster's masters,
+/// or a server and this host. On one server both are its clock, and no margin is needed
+/// (a margin there refused every load within a second of a move that its replica learned
+/// by reading, not by notice: a replica started after the move loaded keys another had
+/// stored under the new version).
 pub(crate) const UNKNOWN_MARGIN: Duration = Duration::from_secs(1);
 
 /// Separates a cache's name from a tag scoped to it.
@@ -54,11 +58,13 @@ pub(crate) fn scoped(cache: &str, tag: &str) -> Arc<str> {
 
 /// When a load began: the book's count of moves, and the time (Unix microseconds) just
 /// before its origin was called: the shared store's clock at its read when it read one,
-/// else this host's. A version first read after the load began is ordered by that time.
+/// else this host's. A version first read after the load began is ordered by that time,
+/// give or take `margin`: the skew between that clock and the tag's server's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Began {
     pub(crate) count: u64,
     pub(crate) micros: u64,
+    pub(crate) margin: Duration,
 }
 
 /// Why a load's entry may not be stored.
@@ -358,7 +364,7 @@ impl TagBook {
         if began.count < table.floor {
             return Err(Refusal::Moved);
         }
-        let margin = u64::try_from(UNKNOWN_MARGIN.as_micros()).unwrap_or(u64::MAX);
+        let margin = u64::try_from(began.margin.as_micros()).unwrap_or(u64::MAX);
         let mut tags = Vec::with_capacity(names.len());
         let mut unknown = Vec::new();
         for name in names {

@@ -275,8 +275,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let flight = leader.flight_id();
         let mut leader = Some(leader);
         async move {
-            // The tags' count of moves: a tag moved after this fences the load out.
-            let began = self.tags_began();
             // Held (by reference: no second copy) until the steps end.
             let _timed = &timed;
             // 3. The shared store: a value there answers; else the key's lease. Boxed, and
@@ -302,6 +300,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 Ok(permit) => permit,
                 Err(refusal) => return self.refuse(key, leader, refusal, stand_in.map(|s| *s)),
             };
+            // The tags' count of moves as the origin reads: a tag moved after this fences
+            // the load out. Not before the shared store's steps: a load that waited out
+            // another replica's lease across a tag's move reads the source after it, and
+            // its value is current (counted from the start, it was refused, and the
+            // fleet loaded the key once more).
+            let began = self.tags_began();
             // 5. The origin.
             let (result, delta, panicked) = self.call_origin(flight, origin).await;
             drop(permit);

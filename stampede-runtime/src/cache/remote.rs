@@ -377,7 +377,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// until it goes quiet or, whatever its signs of life, until a refresh of this
     /// replica's could only just finish before the value being refreshed (`current`) stops
     /// being servable: the stale window is never turned into misses by a lease held
-    /// elsewhere, whatever the lease's length.
+    /// elsewhere, whatever the lease's length. Never before the holder has had its
+    /// recompute time, though: a holder on its way finishes sooner than a new refresh.
     pub(super) fn leave_refresh(&self, found: &Found<K, V>, holder: Holder, current: &Envelope<V>) {
         let Some(tier) = self.tier() else { return };
         let now = self.clock.now();
@@ -389,8 +390,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             .stale_until
             .saturating_duration_since(now)
             .saturating_sub(recompute.unwrap_or_default() * 2 + QUIET_MARGIN);
-        let wait = until_quiet.min(last_start);
-        tier.leave_to_holder(&found.key, now + wait, holder.held_for + last_start);
+        // A holder within its recompute time is on its way: taking its lease over then
+        // would only load the key twice (its publish refused), and finish no sooner.
+        let due = recompute.unwrap_or_default() + QUIET_MARGIN;
+        let wait = until_quiet
+            .min(last_start)
+            .max(due.saturating_sub(holder.held_for));
+        let held_after = (holder.held_for + last_start).max(due);
+        tier.leave_to_holder(&found.key, now + wait, held_after);
     }
 
     /// Publishes a new value to the shared store (a fallback stays local), and returns

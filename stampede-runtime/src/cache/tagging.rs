@@ -12,6 +12,7 @@ use crate::tags::{self, Began, Refusal, TagBook};
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The tags of a cache's entries, by key and value.
 pub(crate) type TagsOf<K, V> = Arc<dyn Fn(&K, &V, &mut dyn FnMut(&str)) + Send + Sync>;
@@ -157,14 +158,24 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let envelope = if self.tags.of.is_some() {
             let ago = self.clock.precise().saturating_duration_since(asked);
             let read_at = found.as_deref().and_then(|found| found.read.as_ref());
-            let micros = match read_at {
-                // The store's clock at the read, which came before the origin call.
-                Some(read) => read.clock.read_ms().saturating_mul(1000),
-                None => tags::wall_micros_ago(ago),
+            let (micros, margin) = match read_at {
+                // The store's clock at the read, which came before the origin call: on one
+                // server, the same clock as the tags' versions.
+                Some(read) => {
+                    let one_clock = self.tier().is_some_and(|t| t.remote.store().one_server());
+                    let margin = if one_clock {
+                        Duration::ZERO
+                    } else {
+                        tags::UNKNOWN_MARGIN
+                    };
+                    (read.clock.read_ms().saturating_mul(1000), margin)
+                }
+                None => (tags::wall_micros_ago(ago), tags::UNKNOWN_MARGIN),
             };
             let began = Began {
                 count: began,
                 micros,
+                margin,
             };
             // The store could not be read: a copy is kept only for the degraded bound.
             let degraded = found.as_deref().is_some_and(|found| found.read.is_none());

@@ -8,7 +8,7 @@ use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::remote::store::{Invalidated, LeaseFor};
+use crate::remote::store::{Invalidated, LeaseFor, WriteThrough};
 use crate::remote::tier::Tier;
 use futures_util::FutureExt;
 use std::future::Future;
@@ -20,6 +20,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// here or on another replica, read the origin before this write, so they are fenced
     /// out first, as by [`Cache::invalidate`]: they still answer their callers, but none
     /// can store its older value over this one.
+    ///
+    /// An insert and an invalidation of the key obey the order they began in: one that
+    /// began after this insert began (`invalidate`, `invalidate_at` past this value's
+    /// version, a tag it carries), here or on another replica, wins even when this
+    /// insert's write reaches the shared store after it; this insert then stores nothing
+    /// and still returns `Ok`.
     ///
     /// [`Error::Backend`] when the shared store could not take the fence: the value is in
     /// this process's memory, and the invalidation is queued (see [`Cache::invalidate`]).
@@ -46,7 +52,21 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         inner.flights.invalidate(&key);
         inner.store.invalidate(&key);
         inner.forget_error(&key);
-        let fenced = inner.invalidate_remote(&key).await;
+        let invalidated = inner.invalidate_remote(&key).await;
+        // Where it began, in the store's fences: its own invalidation's fence is at most
+        // the server's milliseconds then × 1024 (plus the raises of that millisecond), less
+        // the time since it began (an estimate never after its start).
+        let write_through = invalidated.as_ref().ok().copied().flatten().map(|own| {
+            let since = inner.clock.precise().saturating_duration_since(began.1);
+            let since_ms = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
+            WriteThrough {
+                own,
+                began: (own / 1024)
+                    .saturating_sub(since_ms + 1)
+                    .saturating_mul(1024),
+            }
+        });
+        let fenced = invalidated.map(drop);
         // A load of its own, so an invalidation from here on keeps this value out too.
         if !inner.policy.caches(&value) {
             // A value the policy never stores (`cache_if`): the key is only cleared.
@@ -56,9 +76,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // The lease whatever is stored, as a refresh takes it: the value goes out under
         // the newest fence, past the one this insert just raised.
         let mut found = inner.find_remote(&key, LeaseFor::Refresh, None).await;
+        if let Some(found) = found.as_mut() {
+            found.write_through = write_through;
+        }
         let now = inner.clock.now();
         let answer = Ok(value.clone());
-        let envelope = Envelope::fill(
+        let mut envelope = Envelope::fill(
             value,
             now,
             &inner.policy,
@@ -66,6 +89,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             inner.next_generation(),
             fastrand::f64(),
         );
+        // Its source version, as a load's: a write-through of an older row than an
+        // invalidation has seen is refused by the key's mark, not stored over it.
+        envelope.source_version = inner.version_of(&envelope.value);
         let envelope = match inner
             .write(&key, found.as_mut(), envelope, now, began)
             .await
@@ -142,7 +168,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         self.inner.flights.invalidate(key);
         self.inner.store.invalidate(key);
         self.inner.forget_error(key);
-        self.inner.invalidate_remote(key).await
+        self.inner.invalidate_remote(key).await.map(drop)
     }
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
@@ -251,17 +277,23 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     }
 
     /// The shared side of [`Cache::invalidate`].
-    pub(super) async fn invalidate_remote(&self, key: &K) -> Result<(), Error> {
+    /// The shared side of an invalidation: the fence the store raised the key's to, when
+    /// it did (`None` without a shared store).
+    pub(super) async fn invalidate_remote(&self, key: &K) -> Result<Option<u64>, Error> {
         let Some(tier) = self.invalidation_tier()? else {
-            return Ok(());
+            return Ok(None);
         };
         let backend = |message: String| self.backend_error(message);
         let entry = tier.entry_key(key).map_err(|error| {
             backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
         })?;
         tier.forget(&entry);
-        tier.remote.invalidate(entry).await.map_err(|error| {
+        let invalidated = tier.remote.invalidate(entry).await.map_err(|error| {
             backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
+        })?;
+        Ok(match invalidated {
+            Invalidated::Fenced { fence } => Some(fence),
+            Invalidated::Late => None,
         })
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use std::hash::BuildHasher;
 
 #[test]
 fn each_cache_hashes_with_seeds_of_its_own() {

@@ -50,6 +50,8 @@ pub(crate) mod background;
 pub(crate) mod fingerprint;
 pub(crate) mod keys;
 pub(crate) mod lease;
+#[cfg(all(feature = "redis", any(test, feature = "simulation")))]
+pub(crate) mod model;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 pub(crate) mod replica;

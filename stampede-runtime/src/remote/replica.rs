@@ -237,8 +237,8 @@ impl Remote {
 
     /// Raises `key`'s fence and drops its value; when the store cannot take it now, the
     /// invalidation is owed and the error returned.
-    pub(crate) async fn invalidate(&self, key: EntryKey) -> Result<(), StoreError> {
-        let taken = self.store.invalidate(&key).await.map(drop);
+    pub(crate) async fn invalidate(&self, key: EntryKey) -> Result<Invalidated, StoreError> {
+        let taken = self.store.invalidate(&key).await;
         if taken.is_err() {
             self.owe_invalidation(key, true, None);
         }

@@ -226,6 +226,20 @@ pub(crate) struct Publication {
     pub(crate) recompute: Duration,
     /// The run id of the server that the load's read found (see [`Read::incarnation`]).
     pub(crate) incarnation: String,
+    /// A write-through's own invalidation: the fence it raised, and the fence its start
+    /// stands at (the server's milliseconds then, × 1024). Refused after any other
+    /// invalidation at or above that start: a write that began before an invalidation is
+    /// the older one.
+    pub(crate) write_through: Option<WriteThrough>,
+}
+
+/// Where a write-through (an insert) began, in fences (see [`Publication::write_through`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WriteThrough {
+    /// The fence its own invalidation raised the key's to.
+    pub(crate) own: u64,
+    /// The fence of its start: no invalidation at or above it may have come before it.
+    pub(crate) began: u64,
 }
 
 /// What became of a publication.
@@ -435,6 +449,10 @@ pub(crate) trait RemoteStore: Send + Sync + 'static {
 
     /// The shard `key` lives on (`""` for a single server).
     fn shard_of(&self, key: &EntryKey) -> String;
+
+    /// Whether every key lives on one server, so one clock stamps all of them (not a
+    /// cluster's several masters).
+    fn one_server(&self) -> bool;
 
     /// Makes this replica hear `key`'s notices from now on, before a load's first read:
     /// the returned [`Listening`] holds it until dropped, and names the subscription

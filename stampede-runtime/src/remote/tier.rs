@@ -319,6 +319,7 @@ where
                     too_large: false,
                     watching,
                     refresh: false,
+                    write_through: None,
                 };
             }
         };
@@ -379,6 +380,7 @@ where
             too_large,
             watching,
             refresh: false,
+            write_through: None,
         }
     }
 
@@ -421,6 +423,7 @@ where
             source_version: envelope.source_version,
             recompute: Duration::try_from_secs_f64(envelope.delta).unwrap_or_default(),
             incarnation: read.incarnation.clone(),
+            write_through: found.write_through,
         };
         match self.remote.store().publish(&found.key, publication).await {
             Ok(published) => {

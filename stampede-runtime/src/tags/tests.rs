@@ -5,6 +5,7 @@ fn now(book: &TagBook) -> Began {
     Began {
         count: book.moves(),
         micros: wall_micros_ago(Duration::ZERO),
+        margin: UNKNOWN_MARGIN,
     }
 }
 

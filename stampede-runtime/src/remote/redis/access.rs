@@ -24,6 +24,10 @@ pub(crate) enum Target {
     Cluster(Vec<ConnectionInfo>),
     /// The master a set of Sentinels names, followed through failovers.
     Sentinel(Sentinels),
+    /// The simulated server of a simulation of the fleet (`model://<world>/<replica>`),
+    /// and the replica's label there.
+    #[cfg(feature = "simulation")]
+    Model(std::sync::Arc<crate::remote::model::network::World>, String),
 }
 
 /// `redis+sentinel://[user:password@]host:port[,host:port…]/<master>[/<db>]`, parsed.
@@ -104,6 +108,18 @@ impl Access {
                 url_credentials = credentials;
                 Target::Sentinel(sentinels)
             }
+            #[cfg(feature = "simulation")]
+            (Some(url), []) if url.expose().starts_with("model://") => {
+                let path = &url.expose()["model://".len()..];
+                let (name, replica) = path.split_once('/').unwrap_or((path, ""));
+                let world = crate::remote::model::network::World::named(name).ok_or_else(|| {
+                    (
+                        "url",
+                        format!("no simulated server named `{name}` on this thread"),
+                    )
+                })?;
+                Target::Model(world, replica.to_owned())
+            }
             (Some(url), []) => Target::Node(parsed("url", url.expose())?),
             (None, nodes @ [_, ..]) => Target::Cluster(
                 (nodes.iter())
@@ -145,6 +161,8 @@ impl Access {
             Target::Node(info) => tls(info),
             Target::Cluster(nodes) => nodes.iter().any(tls),
             Target::Sentinel(sentinels) => sentinels.tls,
+            #[cfg(feature = "simulation")]
+            Target::Model(..) => false,
         }
     }
 
@@ -157,7 +175,7 @@ impl Access {
             || match &self.target {
                 Target::Node(info) => insecure(info),
                 Target::Cluster(nodes) => nodes.iter().any(insecure),
-                Target::Sentinel(_) => false,
+                _ => false,
             }
     }
 
@@ -179,6 +197,8 @@ impl Access {
                     nodes.join(", ")
                 )
             }
+            #[cfg(feature = "simulation")]
+            Target::Model(..) => "the simulated server".to_owned(),
         }
     }
 

@@ -19,6 +19,9 @@ use tokio::sync::mpsc;
 pub(crate) enum Connection {
     Node(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The simulated server of a simulation of the fleet.
+    #[cfg(feature = "simulation")]
+    Model(crate::remote::model::network::Link),
 }
 
 /// How the client itself retries inside one call; the store's deadline bounds it all.
@@ -65,6 +68,8 @@ impl Connection {
                 )))
             }
             Target::Sentinel(_) => Ok(None),
+            #[cfg(feature = "simulation")]
+            Target::Model(world, replica) => Ok(Some(Self::Model(world.link(replica)))),
         }
     }
 
@@ -109,6 +114,11 @@ impl ConnectionLike for Connection {
         match self {
             Self::Node(connection) => connection.req_packed_command(cmd),
             Self::Cluster(connection) => connection.req_packed_command(cmd),
+            #[cfg(feature = "simulation")]
+            Self::Model(link) => {
+                let command = crate::remote::model::network::arguments(cmd);
+                Box::pin(link.call(command))
+            }
         }
     }
 
@@ -121,6 +131,17 @@ impl ConnectionLike for Connection {
         match self {
             Self::Node(connection) => connection.req_packed_commands(pipeline, offset, count),
             Self::Cluster(connection) => connection.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "simulation")]
+            Self::Model(link) => Box::pin(async move {
+                // One request each, in order, on the one connection: as Redis runs a
+                // pipeline (not atomically).
+                let mut replies = Vec::new();
+                for command in pipeline.cmd_iter() {
+                    let arguments = crate::remote::model::network::arguments(command);
+                    replies.push(link.call(arguments).await?);
+                }
+                Ok(replies.into_iter().skip(offset).take(count).collect())
+            }),
         }
     }
 
@@ -128,6 +149,87 @@ impl ConnectionLike for Connection {
         match self {
             Self::Node(connection) => connection.get_db(),
             Self::Cluster(connection) => connection.get_db(),
+            #[cfg(feature = "simulation")]
+            Self::Model(_) => 0,
+        }
+    }
+}
+
+/// Where the notice subscription can listen: a node (through its client), or the
+/// simulated server.
+#[derive(Clone)]
+pub(crate) enum Endpoint {
+    Redis(Box<Client>),
+    #[cfg(feature = "simulation")]
+    Model(std::sync::Arc<crate::remote::model::network::World>, String),
+}
+
+/// The notice subscription's connection (a handle on it: it is multiplexed).
+#[derive(Clone)]
+pub(crate) enum Listener {
+    Redis(ConnectionManager),
+    #[cfg(feature = "simulation")]
+    Model(crate::remote::model::network::Subscription),
+}
+
+impl Listener {
+    /// A lazy connection to `endpoint` that forwards its pushes (messages, subscription
+    /// changes, disconnections) to `pushes` and subscribes again after a reconnect.
+    pub(crate) fn open(
+        endpoint: Endpoint,
+        patience: Patience,
+        pushes: mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Result<Self, RedisError> {
+        match endpoint {
+            Endpoint::Redis(client) => Ok(Self::Redis(subscriber(*client, patience, pushes)?)),
+            #[cfg(feature = "simulation")]
+            Endpoint::Model(world, replica) => {
+                Ok(Self::Model(world.subscription(&replica, pushes)))
+            }
+        }
+    }
+
+    pub(crate) async fn subscribe(&mut self, channels: &[String]) -> RedisResult<()> {
+        match self {
+            Self::Redis(connection) => connection.subscribe(channels).await,
+            #[cfg(feature = "simulation")]
+            Self::Model(subscription) => {
+                let channels = channels.iter().map(|c| c.as_bytes().to_vec()).collect();
+                subscription.subscribe(channels).await
+            }
+        }
+    }
+
+    pub(crate) async fn unsubscribe(&mut self, channels: &[String]) -> RedisResult<()> {
+        match self {
+            Self::Redis(connection) => connection.unsubscribe(channels).await,
+            #[cfg(feature = "simulation")]
+            Self::Model(subscription) => {
+                let channels = channels.iter().map(|c| c.as_bytes().to_vec()).collect();
+                subscription.unsubscribe(channels).await
+            }
+        }
+    }
+
+    /// `PING`: whether the connection answers.
+    pub(crate) async fn ping(&mut self) -> RedisResult<()> {
+        match self {
+            Self::Redis(connection) => redis::cmd("PING").query_async(connection).await,
+            #[cfg(feature = "simulation")]
+            Self::Model(subscription) => subscription.ping().await,
+        }
+    }
+
+    /// `CLIENT SETNAME name`.
+    pub(crate) async fn set_name(&mut self, name: &str) -> RedisResult<()> {
+        match self {
+            Self::Redis(connection) => {
+                let mut command = redis::cmd("CLIENT");
+                command.arg("SETNAME").arg(name);
+                command.query_async(connection).await
+            }
+            #[cfg(feature = "simulation")]
+            Self::Model(subscription) => subscription.ping().await,
         }
     }
 }

@@ -223,7 +223,7 @@ impl Client {
             let Some(mut connection) = self.listener() else {
                 return;
             };
-            if connection.subscribe(&channel).await.is_ok() {
+            if connection.subscribe(&[channel]).await.is_ok() {
                 self.interest.confirmed(bucket, epoch);
             }
         };
@@ -252,11 +252,11 @@ impl Client {
         };
         let timeout = self.config.response_timeout;
         // Not answered: the buckets stay subscribed in Redis, and only cost their notices.
-        let _ = tokio::time::timeout(timeout, connection.unsubscribe(channels)).await;
+        let _ = tokio::time::timeout(timeout, connection.unsubscribe(&channels)).await;
     }
 
     /// A handle on the subscription's connection, once there is one.
-    fn listener(&self) -> Option<redis::aio::ConnectionManager> {
+    fn listener(&self) -> Option<super::connection::Listener> {
         self.listener
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

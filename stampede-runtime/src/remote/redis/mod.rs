@@ -135,18 +135,27 @@ impl RedisConfig {
     }
 }
 
-struct Scripts {
-    read: LuaScript,
-    publish: LuaScript,
-    invalidate: LuaScript,
-    release: LuaScript,
-    beat: LuaScript,
-    tag: LuaScript,
-    probe: LuaScript,
+/// Every script, as EVALSHA names it and EVAL sends it. The model of the server
+/// (`remote::model`) knows them by these texts too.
+#[derive(Clone)]
+pub(crate) struct Scripts {
+    pub(crate) read: LuaScript,
+    pub(crate) publish: LuaScript,
+    pub(crate) invalidate: LuaScript,
+    pub(crate) release: LuaScript,
+    pub(crate) beat: LuaScript,
+    pub(crate) tag: LuaScript,
+    pub(crate) probe: LuaScript,
 }
 
 impl Scripts {
-    fn new() -> Self {
+    /// The scripts, hashed once per process (each replica's store holds a copy).
+    pub(crate) fn new() -> Self {
+        static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
+        SCRIPTS.get_or_init(Self::hashed).clone()
+    }
+
+    fn hashed() -> Self {
         let prelude = include_str!("lua/prelude.lua");
         let script = |body: &str| LuaScript::new(format!("{prelude}\n{body}"));
         Self {
@@ -205,7 +214,7 @@ struct Client {
     subscribing: tokio::sync::RwLock<()>,
     /// The subscription's connection (a handle on it), to subscribe buckets through;
     /// `None` until the Sentinels name a master.
-    listener: Mutex<Option<redis::aio::ConnectionManager>>,
+    listener: Mutex<Option<connection::Listener>>,
     /// Shared with calls finished in the background after their caller gave up.
     counters: Arc<Counters>,
     /// The server's clock from the latest script read, taken as of the moment it was

@@ -205,6 +205,10 @@ impl Client {
             .token
             .map(|token| token.to_string())
             .unwrap_or_default();
+        let write_through = match publication.write_through {
+            Some(write) => (write.own.to_string(), write.began.to_string()),
+            None => (String::new(), String::new()),
+        };
         let (outcome, notices): (String, u64) = self
             .call(key, |mut connection| {
                 let mut invocation = self.scripts.publish.prepare_invoke();
@@ -219,7 +223,9 @@ impl Client {
                     .arg(token.as_str())
                     .arg(millis(publication.recompute))
                     .arg(publication.incarnation.as_str())
-                    .arg(NOTICE_VALUE_MAX);
+                    .arg(NOTICE_VALUE_MAX)
+                    .arg(write_through.0.as_str())
+                    .arg(write_through.1.as_str());
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
@@ -255,12 +261,9 @@ impl Client {
             .await?;
         match fence {
             -1 => Ok(Invalidated::Late),
-            -2 => {
-                bump(&self.counters.notices_sent);
-                Err(StoreError::Backend(
-                    "Redis is out of memory: the value was dropped and every replica told, but the fence could not be raised, so a load running now could still store".into(),
-                ))
-            }
+            -2 => Err(StoreError::Backend(
+                "Redis is out of memory: the late version's mark could not be written, and nobody was told; sent again once it can be".into(),
+            )),
             fence => {
                 bump(&self.counters.notices_sent);
                 Ok(Invalidated::Fenced {
@@ -388,6 +391,13 @@ impl RemoteStore for RedisStore {
 
     fn shard_of(&self, key: &EntryKey) -> String {
         self.client.shards.for_key(key.value()).0
+    }
+
+    fn one_server(&self) -> bool {
+        !matches!(
+            self.client.config.access.target,
+            super::access::Target::Cluster(_)
+        )
     }
 
     fn listen<'a>(&'a self, key: &'a EntryKey) -> BoxFuture<'a, Listening> {

@@ -26,9 +26,15 @@ impl LuaScript {
     }
 
     /// The SHA1 that EVALSHA names.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "simulation"))]
     pub(crate) fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// The text that EVAL sends.
+    #[cfg(any(test, feature = "simulation"))]
+    pub(crate) fn code(&self) -> &str {
+        &self.code
     }
 
     pub(crate) fn prepare_invoke(&self) -> Invocation {
@@ -86,6 +92,23 @@ impl Invocation {
         self.command("EVAL", &self.script.code)
             .query_async(connection)
             .await
+    }
+
+    /// The command as Redis receives it, name first: EVALSHA with the hash, or EVAL with
+    /// the code (for the model of the server, which takes commands as their arguments).
+    #[cfg(test)]
+    pub(crate) fn arguments(&self, evalsha: bool) -> Vec<Vec<u8>> {
+        let command = match evalsha {
+            true => self.command("EVALSHA", &self.script.hash),
+            false => self.command("EVAL", &self.script.code),
+        };
+        command
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => unreachable!("a script call has plain arguments only"),
+            })
+            .collect()
     }
 
     fn command(&self, name: &str, script: &str) -> redis::Cmd {

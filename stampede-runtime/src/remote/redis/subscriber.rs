@@ -7,9 +7,8 @@
 //! eviction policy: one that may evict stampede's fences, leases and marks is warned of.
 use super::access::{Access, Target};
 use super::breaker::Breaker;
-use super::connection::{self, Connection, Patience};
+use super::connection::{Connection, Endpoint, Listener, Patience};
 use crate::remote::store::StoreError;
-use redis::aio::ConnectionManager;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, PushKind, RedisError, RedisResult};
 use std::collections::HashSet;
@@ -56,12 +55,12 @@ pub(super) async fn receive_pushes(
 /// subscriber moves to the next one when its node does not let it subscribe. For a
 /// master the Sentinels name, it follows the master.
 pub(super) struct Subscriber {
-    nodes: Vec<Client>,
+    nodes: Vec<Endpoint>,
     at: usize,
     patience: Patience,
     pushes: mpsc::UnboundedSender<redis::PushInfo>,
     /// `None` until the Sentinels name a master.
-    connection: Option<ConnectionManager>,
+    connection: Option<Listener>,
 }
 
 impl Subscriber {
@@ -71,18 +70,23 @@ impl Subscriber {
         pushes: mpsc::UnboundedSender<redis::PushInfo>,
     ) -> Result<Self, StoreError> {
         let backend = |e: RedisError| StoreError::Backend(e.to_string());
-        let infos = match &access.target {
-            Target::Node(info) => std::slice::from_ref(info),
-            Target::Cluster(nodes) => nodes.as_slice(),
-            Target::Sentinel(_) => &[],
+        let nodes: Vec<Endpoint> = match &access.target {
+            Target::Node(info) => {
+                let client = access.client(info).map_err(backend)?;
+                vec![Endpoint::Redis(Box::new(client))]
+            }
+            // Every node's client is made now, so moving on later cannot fail on one.
+            Target::Cluster(nodes) => (nodes.iter())
+                .map(|info| access.client(info).map(|c| Endpoint::Redis(Box::new(c))))
+                .collect::<Result<_, _>>()
+                .map_err(backend)?,
+            // Listens on the master once the Sentinels name it.
+            Target::Sentinel(_) => Vec::new(),
+            #[cfg(feature = "simulation")]
+            Target::Model(world, replica) => vec![Endpoint::Model(world.clone(), replica.clone())],
         };
-        // Every node's client is made now, so moving on later cannot fail on one.
-        let nodes: Vec<Client> = (infos.iter())
-            .map(|info| access.client(info))
-            .collect::<Result<_, _>>()
-            .map_err(backend)?;
         let connection = (nodes.first())
-            .map(|node| connection::subscriber(node.clone(), patience, pushes.clone()))
+            .map(|node| Listener::open(node.clone(), patience, pushes.clone()))
             .transpose()
             .map_err(backend)?;
         Ok(Self {
@@ -95,7 +99,7 @@ impl Subscriber {
     }
 
     /// A handle on the connection (it is multiplexed).
-    pub(super) fn connection(&self) -> Option<ConnectionManager> {
+    pub(super) fn connection(&self) -> Option<Listener> {
         self.connection.clone()
     }
 
@@ -106,14 +110,15 @@ impl Subscriber {
         }
         self.at = (self.at + 1) % self.nodes.len();
         let node = self.nodes[self.at].clone();
-        if let Ok(connection) = connection::subscriber(node, self.patience, self.pushes.clone()) {
+        if let Ok(connection) = Listener::open(node, self.patience, self.pushes.clone()) {
             self.connection = Some(connection);
         }
     }
 
     /// Listens on `master` from now on (the Sentinels named it).
     fn follow(&mut self, master: Client) {
-        match connection::subscriber(master.clone(), self.patience, self.pushes.clone()) {
+        let master = Endpoint::Redis(Box::new(master));
+        match Listener::open(master.clone(), self.patience, self.pushes.clone()) {
             Ok(connection) => {
                 self.nodes = vec![master];
                 self.at = 0;
@@ -197,16 +202,14 @@ pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subsc
             continue;
         };
         if *client.hub.subscription().borrow() {
-            let ping = redis::cmd("PING");
-            let answered =
-                tokio::time::timeout(timeout, ping.query_async::<()>(&mut connection)).await;
+            let answered = tokio::time::timeout(timeout, connection.ping()).await;
             if !matches!(answered, Ok(Ok(()))) {
                 // A black hole never disconnects; a silent subscription is a lost one.
                 client.hub.set_subscribed(false);
             }
         } else {
             let channel = client.channel.clone();
-            let subscribed = tokio::time::timeout(timeout, connection.subscribe(&channel)).await;
+            let subscribed = tokio::time::timeout(timeout, connection.subscribe(&[channel])).await;
             match subscribed {
                 Ok(Ok(())) => client.hub.set_subscribed(true),
                 failed => {
@@ -250,10 +253,9 @@ impl Naming {
             return;
         }
         if let Some(mut connection) = subscriber.connection() {
-            let mut command = redis::cmd("CLIENT");
-            command.arg("SETNAME").arg(format!("{name}-notices"));
             let timeout = client.config.response_timeout;
-            let _ = tokio::time::timeout(timeout, command.query_async::<()>(&mut connection)).await;
+            let name = format!("{name}-notices");
+            let _ = tokio::time::timeout(timeout, connection.set_name(&name)).await;
         }
     }
 }

@@ -3,7 +3,7 @@
 //! their tags moved) and what became of a publish ([`Wrote`]).
 use super::super::keys::{EntryKey, KeyError};
 use super::super::lease::HeldLease;
-use super::super::store::{Holder, Lease, LeaseFor, LeaseRequest, Read};
+use super::super::store::{Holder, Lease, LeaseFor, LeaseRequest, Read, WriteThrough};
 use super::super::wire::TagVersion;
 use super::super::wire::{Decoded, Header, Wire, WireError};
 use super::deadlines::to_memory;
@@ -60,6 +60,8 @@ pub(crate) struct Found<K, V> {
     pub(crate) watching: Loading<K, V>,
     /// A refresh's read (stale-window, early or forced), not a miss's.
     pub(crate) refresh: bool,
+    /// A write-through's: where it began, so a later invalidation refuses its publish.
+    pub(crate) write_through: Option<WriteThrough>,
 }
 
 impl<K, V> Found<K, V> {

@@ -95,8 +95,10 @@ local function plausible(head, now, ttl)
 end
 
 -- The fence key: "<fence>", then "m<20-digit mark>" once an invalidation named a source
--- version, and "r<ms>", the key's last recompute time (for the replicas that wait on a
--- lease, once the value that carried it has expired). Its fields, or nil if not ours.
+-- version, "r<ms>", the key's last recompute time (for the replicas that wait on a
+-- lease, once the value that carried it has expired), and "i<fence>", the fence the
+-- last invalidation raised it to (a write-through that began before it is refused).
+-- Its fields, or nil if not ours.
 local function get_fence()
   local v = get_string(KEYS[3])
   if v == nil then return nil end
@@ -106,17 +108,20 @@ local function get_fence()
     fence = fence,
     mark = version_or_nil(string.match(v, ' m(%d+)')),
     recompute = exact(string.match(v, ' r(%d+)')),
+    invalidated = exact(string.match(v, ' i(%d+)')),
   }
 end
 
-local function write_fence(fence, mark, recompute, keep_ms)
+local function write_fence(fence, mark, recompute, keep_ms, invalidated)
   local value, keep = digits(fence), keep_ms
   if mark ~= nil then value, keep = value .. ' m' .. mark, math.max(keep_ms, MARK_KEEP_MS) end
   if recompute ~= nil then value = value .. ' r' .. digits(recompute) end
+  if invalidated ~= nil then value = value .. ' i' .. digits(invalidated) end
   return wrote(redis.pcall('SET', KEYS[3], value, 'PX', keep))
 end
 
--- Raises the fence, keeping its mark (or setting `mark`); nil if it could not be written.
+-- Raises the fence, keeping its mark (or setting `mark`), and records it as the last
+-- invalidation's when `invalidation`; nil if it could not be written.
 -- A fence is never below the server's clock × 1024: a key is raised fewer than 1024 times
 -- a millisecond, so a fence is never handed out twice even when the counter goes back (a
 -- lost fence: expired, evicted, flushed, never set, not ours; a restart from a snapshot;
@@ -124,14 +129,18 @@ end
 -- time a restart or failover takes. It also starts above the stored value's fence, so a
 -- publish from before a loss never meets an equal fence again. now × 1024 stays below
 -- 2^53 until the year 2248.
-local function raise_fence(now, stored_fence, keep_ms, mark)
+local function raise_fence(now, stored_fence, keep_ms, mark, invalidation)
   local kept = get_fence() or {}
   local current = kept.fence or now * 1024
   if stored_fence ~= nil and stored_fence > current then current = stored_fence end
   if current < now * 1024 then current = now * 1024 end
   if current + 1 >= EXACT then current = now * 1024 end
   local fence = current + 1
-  if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms) then return nil end
+  local invalidated = kept.invalidated
+  if invalidation then invalidated = fence end
+  if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms, invalidated) then
+    return nil
+  end
   return fence
 end
 

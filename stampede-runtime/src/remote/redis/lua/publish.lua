@@ -1,5 +1,6 @@
 -- publish(value, lease, fence; fence, envelope, keep_until_ms, version or '', channel, node,
---         token or '', recompute_ms, run id of the read or '', largest envelope announced)
+--         token or '', recompute_ms, run id of the read or '', largest envelope announced,
+--         a write-through's own invalidation's fence or '', the fence its start stands at)
 --   -> {'stored' | 'fence' | 'restarted' | 'version' | 'expired' | 'memory', notices sent}
 -- Check first, write next, announce last: a script that fails halfway keeps its writes.
 -- A refusal is announced too ('r'), so replicas waiting on this load read again at once
@@ -18,6 +19,13 @@ end
 -- A newer lease or an invalidation since this load started: its value may be older. A
 -- lost fence may have hidden either, so no fence refuses every publish.
 if current ~= fence then return refuse('fence') end
+-- A write-through (an insert) is a write older than every invalidation that came after it
+-- began, wherever that invalidation's first step got in: not stored after one. Its own
+-- invalidation, which raised the fence as it began, does not count.
+if ARGV[11] ~= '' and kept.invalidated ~= nil and kept.invalidated ~= tonumber(ARGV[11])
+  and kept.invalidated >= tonumber(ARGV[12]) then
+  return refuse('fence')
+end
 -- Read before a restart (or on another node before a failover): its fence may be one the
 -- server handed out again since a snapshot, so it proves nothing.
 if ARGV[9] ~= '' and ARGV[9] ~= incarnation() then return refuse('restarted') end
@@ -36,7 +44,7 @@ if ttl <= 0 then return refuse('expired') end
 if not wrote(redis.pcall('SET', KEYS[1], ARGV[2], 'PX', ttl)) then return refuse('memory') end
 if owner then redis.call('DEL', KEYS[2]) end
 -- The recompute time outlives the value, for whoever waits on the next lease.
-write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl))
+write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl), kept.invalidated)
 -- A small envelope rides along ('v') when a replica waits on the lease: those waiting
 -- answer without reading it again. Without a waiter the notice stays slim.
 if owner and lease.waited and #ARGV[2] <= tonumber(ARGV[10]) then

@@ -3,7 +3,7 @@
 use super::*;
 use crate::remote::store::{
     BreakerState, Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice,
-    NoticeKind, Publication, Published, Read, RemoteStore, StoreEvent, Wake,
+    NoticeKind, Publication, Published, Read, RemoteStore, StoreEvent, Wake, WriteThrough,
 };
 use crate::remote::wire::{Header, Wire};
 use std::future::Future;
@@ -73,6 +73,7 @@ pub(super) fn publication(
         source_version,
         recompute: Duration::from_millis(10),
         incarnation: read.incarnation.clone(),
+        write_through: None,
     }
 }
 
@@ -1058,4 +1059,36 @@ async fn a_publish_carries_its_value_only_to_a_lease_someone_waits_on() {
     other.publish(&key, publication).await.unwrap();
     let notice = published(&mut own).await;
     assert_eq!(notice.value.as_deref(), Some(&envelope[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_is_refused_after_an_invalidation_that_began_after_it() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = store(&redis);
+    for other_writer in [false, true] {
+        let key = key(if other_writer { "raced" } else { "alone" });
+        // The insert began, then its own invalidation raised the key's fence.
+        let began = store.read(&key, None).await.unwrap().clock.read_ms() * 1024;
+        let Ok(Invalidated::Fenced { fence: own }) = store.invalidate(&key).await else {
+            panic!("the insert's own invalidation")
+        };
+        if other_writer {
+            // Another writer's invalidation got in before the insert took the lease.
+            store.invalidate(&key).await.unwrap();
+        }
+        let lease = asking(LeaseFor::Refresh);
+        let read = store.read(&key, lease).await.unwrap();
+        let publication = Publication {
+            write_through: Some(WriteThrough { own, began }),
+            ..held(&read, &lease, "inserted", None)
+        };
+        let expected = if other_writer {
+            Published::RefusedByFence
+        } else {
+            Published::Stored
+        };
+        assert_eq!(store.publish(&key, publication).await, Ok(expected));
+    }
 }

@@ -1,0 +1,313 @@
+//! The fleet's guarantees, checked against one run's history. Each check says what it
+//! holds and, where the documentation gives a known limit, holds it as documented.
+//!
+//! - **Retired values** (a, c): no call that began after a write's invalidation (plain,
+//!   at its source version, by tag, or a write-through insert) returned `Ok` answers a
+//!   value read below the written version: at once on `redis`; on `tiered` once the
+//!   notice can have arrived; with faults, once a copy loaded while the store could not
+//!   be read has run out (`degraded_ttl`, the stale window) and a lost subscription has
+//!   been noticed. On `memory`, only on the replica that invalidated.
+//! - **Staleness** (b): no value is served older than the policy allows: read by the
+//!   origin at most its latency, `fresh`, `stale` (and `stale_if_error`) before.
+//! - **One origin call** (d): without faults, with coalescing and a shared store, a key's
+//!   origin calls never overlap but across an invalidation or write of the key, and no
+//!   call starts while a value the fleet loaded is still fresh (unless XFetch refreshed it
+//!   early or a write retired it).
+//! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
+//!   lease and the store's timeouts; never hung.
+//! - **Admission** (f): a replica's origin calls at once never pass its limit.
+//! - **Nothing leaks** (g): once the run is quiet, no load is in flight, no invalidation is
+//!   owed, no lease is held.
+use crate::fleet::{HEARTBEAT, RESPONSE_TIMEOUT};
+use crate::history::{Event, How, Outcome};
+use crate::shape::{Kind, Shape};
+use std::time::Duration;
+
+/// A replica's state once the run was quiet.
+#[derive(Debug, Clone)]
+pub struct Quiescent {
+    pub replica: usize,
+    pub in_flight: u64,
+    pub queued: u64,
+}
+
+fn us(duration: Duration) -> u64 {
+    duration.as_micros() as u64
+}
+
+/// The network's worst latency one way in a healthy run (see `healthy` in lib.rs).
+const LATENCY: Duration = Duration::from_micros(500);
+
+/// Every guarantee `events` broke, a line each.
+pub fn check(
+    shape: &Shape,
+    faulty: bool,
+    events: &[Event],
+    quiescent: &[Quiescent],
+    leases: usize,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    retired(shape, faulty, events, &mut violations);
+    staleness(shape, faulty, events, &mut violations);
+    if !faulty && shape.coalesce && shape.shared() {
+        one_origin_call(shape, events, &mut violations);
+    }
+    bounded(shape, faulty, events, &mut violations);
+    if let Some(limit) = shape.admission {
+        admitted(limit, events, &mut violations);
+    }
+    for replica in quiescent {
+        if replica.in_flight > 0 {
+            violations.push(format!(
+                "(g) r{}: {} loads still in flight once quiet",
+                replica.replica, replica.in_flight
+            ));
+        }
+        if replica.queued > 0 {
+            violations.push(format!(
+                "(g) r{}: {} invalidations still owed to a healthy store once quiet",
+                replica.replica, replica.queued
+            ));
+        }
+    }
+    if leases > 0 {
+        violations.push(format!("(g) {leases} leases still held once quiet"));
+    }
+    violations
+}
+
+/// How long after an invalidation returned a retired value may still be served, as the
+/// documentation promises for this shape.
+fn retired_lag(shape: &Shape, faulty: bool) -> u64 {
+    match (shape.kind, faulty) {
+        (Kind::Memory | Kind::Redis, false) => 0,
+        // The notice's way to each replica.
+        (Kind::Tiered, false) => us(LATENCY * 2),
+        // A copy made while the store could not be read lives `degraded_ttl` (the stale
+        // window); a silent subscription is noticed within a heartbeat and a timeout; a
+        // frozen replica hears nothing until it thaws (the longest freeze drawn).
+        (_, true) => {
+            us(shape.stale + HEARTBEAT * 2 + RESPONSE_TIMEOUT * 2 + Duration::from_millis(2500))
+        }
+    }
+}
+
+fn retired(shape: &Shape, faulty: bool, events: &[Event], violations: &mut Vec<String>) {
+    let lag = retired_lag(shape, faulty);
+    for write in events {
+        let Event::Write {
+            replica: writer,
+            key,
+            version,
+            how,
+            end: returned,
+            ok: true,
+            ..
+        } = write
+        else {
+            continue;
+        };
+        for call in events {
+            let Event::Call {
+                replica,
+                key: called,
+                start,
+                outcome: Outcome::Value {
+                    version: served, ..
+                },
+                ..
+            } = call
+            else {
+                continue;
+            };
+            let bound = shape.kind != Kind::Memory || replica == writer;
+            if bound && called == key && *start > returned + lag && served < version {
+                violations.push(format!(
+                    "(a) r{replica} k{key}: a call that began at {start} µs, after the {how:?} of v{version} on r{writer} returned at {returned} µs, got v{served}"
+                ));
+            }
+        }
+    }
+}
+
+fn staleness(shape: &Shape, faulty: bool, events: &[Event], violations: &mut Vec<String>) {
+    let mut allowed = shape.origin.1 + shape.fresh + shape.stale + LATENCY * 4;
+    if let Some(bound) = shape.stale_if_error {
+        allowed += bound;
+    }
+    if faulty {
+        // Calls the store answers late still read a value current when they were sent.
+        allowed += RESPONSE_TIMEOUT * 8;
+    }
+    for call in events {
+        // A batch answers the values it found at its start with the rest, at its end.
+        if let Event::Call {
+            replica,
+            key,
+            start,
+            end,
+            outcome: Outcome::Value { version, read_at },
+            batch,
+        } = call
+            && (if *batch { start } else { end }).saturating_sub(*read_at) > us(allowed)
+        {
+            violations.push(format!(
+                "(b) r{replica} k{key}: served v{version}, read at {read_at} µs, at {end} µs: older than {allowed:?}"
+            ));
+        }
+    }
+}
+
+fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>) {
+    let origins: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Origin {
+                replica,
+                key,
+                start,
+                end,
+                failed,
+                ..
+            } => Some((*replica, *key, *start, *end, *failed)),
+            _ => None,
+        })
+        .collect();
+    // A write of the key, or a tag invalidation of its group, between `from` and `to`:
+    // it retires the load it overlaps or the value stored before it.
+    let written = |key: u64, from: u64, to: u64| {
+        events.iter().any(|event| match event {
+            Event::Write {
+                key: k,
+                how,
+                start,
+                end,
+                ..
+            } => {
+                let touches = *k == key || (*how == How::Tag && k % 2 == key % 2);
+                touches && *end >= from && *start <= to
+            }
+            _ => false,
+        })
+    };
+    let margin = us(LATENCY * 4) + 5_000;
+    // A load takes the lease with its read, then may read its tags' versions (a new
+    // replica waits for its subscription first) and queue for an admission permit before
+    // its origin: a write in between fences it out, and the next load overlaps it.
+    let queued = 100_000 + shape.admission.map_or(0, |_| 1_000_000);
+    for (i, &(r1, key, s1, e1, failed1)) in origins.iter().enumerate() {
+        for &(r2, k2, s2, _e2, _) in &origins[i + 1..] {
+            if k2 != key || s2 < s1 {
+                continue;
+            }
+            // A refresh held elsewhere is taken over before the stale window ends, so the
+            // stale window never turns into misses: near its end, a second call is due.
+            let value_before = origins
+                .iter()
+                .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
+                .map(|&(_, _, _, e, _)| e)
+                .max();
+            let taken_over = shape.stale > Duration::ZERO
+                && value_before.is_some_and(|loaded| {
+                    let stale_ends = loaded + us(shape.fresh + shape.stale);
+                    s2 + us(shape.origin.1) + 100_000 >= stale_ends
+                });
+            if s2 < e1 && !taken_over && !written(key, s1.saturating_sub(queued), s2) {
+                violations.push(format!(
+                    "(d) k{key}: origin calls overlap across the fleet: r{r1} from {s1} µs to {e1} µs, r{r2} from {s2} µs"
+                ));
+            } else if !failed1
+                && !taken_over
+                && shape.xfetch.is_none()
+                && s2 >= e1
+                && s2 + margin < e1 + us(shape.fresh)
+                && !written(key, s1.saturating_sub(queued), s2)
+            {
+                violations.push(format!(
+                    "(d) k{key}: r{r2} called the origin at {s2} µs while r{r1}'s value (loaded until {e1} µs) was fresh for {:?}",
+                    shape.fresh
+                ));
+            }
+        }
+    }
+}
+
+fn bounded(shape: &Shape, faulty: bool, events: &[Event], violations: &mut Vec<String>) {
+    let wait = match shape.timeout {
+        Some(timeout) => timeout + LATENCY * 4,
+        None => {
+            // Waits on another replica's lease (at most the lease, or its holder's
+            // silence), the store's timeouts on the way, the origin itself, and a queue
+            // for an admission permit.
+            shape.lease
+                + RESPONSE_TIMEOUT * if faulty { 12 } else { 4 }
+                + shape.origin.1 * 3
+                + Duration::from_secs(1)
+        }
+    };
+    for call in events {
+        let Event::Call {
+            replica,
+            key,
+            start,
+            end,
+            outcome,
+            ..
+        } = call
+        else {
+            continue;
+        };
+        // A frozen replica's callers wait while it is frozen.
+        let frozen: u64 = events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Frozen {
+                    replica: r,
+                    start: from,
+                    end: to,
+                } if r == replica && from < end && to > start => Some(to - from),
+                _ => None,
+            })
+            .sum();
+        if *outcome == Outcome::Hung || end - start > us(wait) + frozen {
+            violations.push(format!(
+                "(e) r{replica} k{key}: a call from {start} µs waited until {end} µs ({outcome:?}), past {wait:?}"
+            ));
+        }
+    }
+}
+
+fn admitted(limit: usize, events: &[Event], violations: &mut Vec<String>) {
+    let mut edges: Vec<(usize, u64, i64)> = Vec::new();
+    let mut batches = std::collections::BTreeSet::new();
+    for event in events {
+        if let Event::Origin {
+            replica,
+            start,
+            end,
+            batch,
+            ..
+        } = event
+            // A batch's one call reads several keys under one permit.
+            && (*batch == 0 || batches.insert(*batch))
+        {
+            edges.push((*replica, *start, 1));
+            edges.push((*replica, *end, -1));
+        }
+    }
+    // Ends before starts at one instant: a permit returned is free for the next.
+    edges.sort_by_key(|&(replica, at, change)| (replica, at, change));
+    let mut running = 0_i64;
+    let mut current = usize::MAX;
+    for (replica, at, change) in edges {
+        if replica != current {
+            (current, running) = (replica, 0);
+        }
+        running += change;
+        if running > limit as i64 {
+            violations.push(format!(
+                "(f) r{replica}: {running} origin calls at once at {at} µs, past the limit {limit}"
+            ));
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! A deterministic simulator of a stampede fleet.
+//!
+//! One run, from one seed: a shape (the cache every replica runs and the origin behind
+//! it), a fleet of replicas (separate `Runtime`s) on a model Redis reached through a
+//! simulated network, and a workload of callers, writers (a row written, then the cache
+//! told: `invalidate`, `invalidate_at`, `invalidate_tag` or a write-through `insert`) and,
+//! in runs with faults, faults of the server, the network and the replicas. Everything
+//! runs on one current-thread Tokio runtime on a paused clock, `fastrand` seeded on that
+//! thread: minutes of fleet time take milliseconds, and the same seed gives the same run.
+//! The [`checker`] then reads the run's [`history`] and names every guarantee it broke.
+pub mod checker;
+pub mod fleet;
+pub mod history;
+pub mod shape;
+
+use fleet::{Database, Epoch, Origin, Replica, SimError};
+use history::{Event, History, How, Outcome};
+use shape::Shape;
+use stampede_runtime::simulation::{self, Faults, World};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a run simulates beyond its seed.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How many replicas: drawn per seed within this range (both ends included).
+    pub replicas: (usize, usize),
+    /// Calls, writes and faults in all.
+    pub operations: usize,
+    /// Whether faults are injected (each seed's shape draws which).
+    pub faults: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            replicas: (4, 4),
+            operations: 200,
+            faults: true,
+        }
+    }
+}
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub replicas: usize,
+    pub shape: Shape,
+    /// Whether this run injected faults.
+    pub faulty: bool,
+    /// Each broken guarantee, said in a line.
+    pub violations: Vec<String>,
+    /// Every event, in order.
+    pub events: Vec<Event>,
+    pub calls: usize,
+    pub origin_calls: usize,
+    /// Simulated time the run took.
+    pub simulated: Duration,
+}
+
+impl Report {
+    /// The run's events, a line each, for a failing seed.
+    pub fn trace(&self) -> String {
+        let mut trace = format!(
+            "seed {} ({:?}, faults: {})\n",
+            self.seed, self.shape, self.faulty
+        );
+        for event in &self.events {
+            trace.push_str(&format!("  {event}\n"));
+        }
+        trace
+    }
+}
+
+/// The Unix time the simulated server's clock starts at (a fixed day, so runs agree).
+const EPOCH_US: u64 = 1_800_000_000_000_000;
+/// How long the workload is spread over.
+const WORKLOAD: Duration = Duration::from_secs(20);
+/// The longest any call may take before the harness calls it hung.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Runs seed `seed` and checks it.
+pub fn run(seed: u64, config: &Config) -> Report {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    simulation::run_store_work_on(Some(runtime.handle().clone()));
+    fastrand::seed(seed);
+    // The runtime's own events, each stamped with simulated time, when asked for.
+    let _logging = std::env::var("STAMPEDE_SIMULATION_LOG").ok().map(|level| {
+        let level = level.parse().unwrap_or(tracing::Level::DEBUG);
+        let start = runtime.block_on(async { Instant::now() });
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_timer(SimulatedTime(start))
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    });
+    let report = runtime.block_on(simulate(seed, config));
+    simulation::run_store_work_on(None);
+    drop(runtime);
+    report
+}
+
+/// Simulated time since the run began, for log lines.
+struct SimulatedTime(Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for SimulatedTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let elapsed = Instant::now().saturating_duration_since(self.0);
+        write!(w, "{:.6}s", elapsed.as_secs_f64())
+    }
+}
+
+/// One operation of the workload.
+#[derive(Debug, Clone)]
+enum Op {
+    Call {
+        replica: usize,
+        key: u64,
+    },
+    /// A batch load of several keys (`load_many`): one origin call for the ones missing.
+    Batch {
+        replica: usize,
+        keys: Vec<u64>,
+    },
+    Write {
+        replica: usize,
+        key: u64,
+        how: How,
+    },
+    Fault(Fault),
+}
+
+#[derive(Debug, Clone)]
+enum Fault {
+    /// The server stops answering for a while.
+    Pause(Duration),
+    /// The server dies, and comes back after a while with its data or without.
+    Kill { down: Duration, keep_data: bool },
+    /// Keys evicted without a word.
+    Evict(usize),
+    /// Subscription connections dropped.
+    DropSubscriptions,
+    /// Command connections dropped (requests in flight fail, some after they ran).
+    DropLinks,
+    /// Connections drop around requests for a while.
+    Lossy(Duration),
+    /// The scripts may not run `INFO` (a least-privilege ACL user) for a while.
+    NoInfo(Duration),
+    /// Latency well past the response timeout for a while.
+    Slow(Duration),
+    /// A replica's process stops being scheduled for a while.
+    Freeze { replica: usize, duration: Duration },
+    /// A replica's process dies; a new one takes its place.
+    Replace { replica: usize },
+    /// The server's clock steps ahead or back for a while (an NTP step, a failover to a
+    /// host whose clock differs).
+    Skew { by_us: i64, duration: Duration },
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+impl Fault {
+    fn draw(rng: &mut fastrand::Rng, replicas: usize) -> Self {
+        match rng.u8(0..9) {
+            0 => Fault::Pause(ms(rng.u64(50..3000))),
+            1 => Fault::Kill {
+                down: ms(rng.u64(50..3000)),
+                keep_data: rng.bool(),
+            },
+            2 => Fault::Evict(rng.usize(1..4)),
+            3 => Fault::DropSubscriptions,
+            4 => Fault::DropLinks,
+            5 => Fault::Lossy(ms(rng.u64(100..2000))),
+            6 if rng.bool() => Fault::NoInfo(ms(rng.u64(100..5000))),
+            6 => Fault::Slow(ms(rng.u64(100..2000))),
+            7 if rng.u8(0..4) == 0 => Fault::Skew {
+                by_us: rng.i64(-50_000..=50_000),
+                duration: ms(rng.u64(100..3000)),
+            },
+            7 => Fault::Freeze {
+                replica: rng.usize(0..replicas),
+                duration: ms(rng.u64(50..2500)),
+            },
+            _ => Fault::Replace {
+                replica: rng.usize(0..replicas),
+            },
+        }
+    }
+}
+
+/// The healthy network: 50 to 500 µs each way.
+fn healthy() -> Faults {
+    Faults::none((Duration::from_micros(50), Duration::from_micros(500)))
+}
+
+/// The fleet as the workload sees it: each replica slot's current process.
+#[derive(Clone)]
+struct Fleet {
+    slots: Arc<Mutex<Vec<Replica>>>,
+    world: String,
+    shape: Arc<Shape>,
+    /// Until when each replica is frozen (no call starts on it meanwhile).
+    frozen: Arc<Mutex<Vec<Option<Instant>>>>,
+    /// Replicas started in place of killed ones so far.
+    replaced: Arc<AtomicUsize>,
+}
+
+impl Fleet {
+    fn replica(&self, index: usize) -> Replica {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)[index].clone()
+    }
+
+    fn frozen_until(&self, index: usize) -> Option<Instant> {
+        let frozen = self.frozen.lock().unwrap_or_else(PoisonError::into_inner);
+        frozen[index].filter(|until| *until > Instant::now())
+    }
+}
+
+async fn simulate(seed: u64, config: &Config) -> Report {
+    let started = Instant::now();
+    let epoch = Epoch(started);
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_5eed_5eed_5eed);
+    let shape = Arc::new(Shape::draw(&mut rng));
+    let (fewest, most) = config.replicas;
+    let replicas = rng.usize(fewest.max(1)..=most.max(fewest).max(1));
+    let faulty = config.faults && shape.shared() && rng.bool();
+    let name = format!("sim-{seed:x}");
+    let world = World::new(&name, seed.rotate_left(17), healthy(), EPOCH_US);
+    let history = History::default();
+    let origin = Origin {
+        database: Database::default(),
+        rng: Arc::new(Mutex::new(fastrand::Rng::with_seed(seed.rotate_left(31)))),
+        history: history.clone(),
+        epoch,
+        shape: shape.clone(),
+        batches: Arc::default(),
+    };
+    let fleet = Fleet {
+        slots: Arc::new(Mutex::new(
+            (0..replicas)
+                .map(|i| Replica::start(i, format!("r{i}"), &name, &shape))
+                .collect(),
+        )),
+        world: name.clone(),
+        shape: shape.clone(),
+        frozen: Arc::new(Mutex::new(vec![None; replicas])),
+        replaced: Arc::default(),
+    };
+    let horizon = WORKLOAD.as_micros() as u64;
+    let mut ops: Vec<(u64, Op)> = (0..config.operations)
+        .map(|_| {
+            let at = rng.u64(0..horizon);
+            let replica = rng.usize(0..replicas);
+            let key = rng.u64(0..shape.keys);
+            let op = match rng.u8(0..20) {
+                0..=2 => {
+                    let mut hows = vec![How::Invalidate, How::Insert];
+                    if shape.versions {
+                        hows.push(How::InvalidateAt);
+                    }
+                    if shape.tags {
+                        hows.push(How::Tag);
+                    }
+                    let how = hows[rng.usize(0..hows.len())];
+                    Op::Write { replica, key, how }
+                }
+                3 if faulty => Op::Fault(Fault::draw(&mut rng, replicas)),
+                4 if shape.batch => {
+                    let keys = (0..shape.keys).filter(|_| rng.bool()).collect::<Vec<_>>();
+                    Op::Batch { replica, keys }
+                }
+                _ => Op::Call { replica, key },
+            };
+            (at, op)
+        })
+        .collect();
+    ops.sort_by_key(|(at, _)| *at);
+    let tasks: Vec<_> = ops
+        .into_iter()
+        .map(|(at, op)| {
+            let at = started + Duration::from_micros(at);
+            let context = Context {
+                fleet: fleet.clone(),
+                world: world.clone(),
+                origin: origin.clone(),
+                history: history.clone(),
+                epoch,
+            };
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at).await;
+                context.run(op).await;
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+    // Quiet: the server up and answering, then long enough for every lease, replay and
+    // linger to run out.
+    world.resume();
+    world.set_faults(healthy());
+    let quiet = shape.lease + Duration::from_secs(2);
+    tokio::time::sleep(quiet).await;
+    let mut quiescent = Vec::new();
+    let processes = fleet
+        .slots
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for replica in &processes {
+        quiescent.push(checker::Quiescent {
+            replica: replica.index,
+            in_flight: replica.cache.stats().in_flight,
+            queued: replica
+                .runtime
+                .backend_stats()
+                .map_or(0, |stats| stats.invalidations_queued),
+        });
+    }
+    let leases = if shape.shared() { world.leases() } else { 0 };
+    world.forget();
+    let events = history.events();
+    let violations = checker::check(&shape, faulty, &events, &quiescent, leases);
+    let calls = events
+        .iter()
+        .filter(|e| matches!(e, Event::Call { .. }))
+        .count();
+    let origin_calls = events
+        .iter()
+        .filter(|e| matches!(e, Event::Origin { .. }))
+        .count();
+    drop(processes);
+    drop(fleet);
+    Report {
+        seed,
+        replicas,
+        shape: (*shape).clone(),
+        faulty,
+        violations,
+        events,
+        calls,
+        origin_calls,
+        simulated: started.elapsed(),
+    }
+}
+
+/// What an operation's task works with.
+struct Context {
+    fleet: Fleet,
+    world: World,
+    origin: Origin,
+    history: History,
+    epoch: Epoch,
+}
+
+impl Context {
+    async fn run(self, op: Op) {
+        match op {
+            Op::Call { replica, key } => self.call(replica, key).await,
+            Op::Batch { replica, keys } => self.batch(replica, keys).await,
+            Op::Write { replica, key, how } => self.write(replica, key, how).await,
+            Op::Fault(fault) => self.fault(fault).await,
+        }
+    }
+
+    async fn call(&self, slot: usize, key: u64) {
+        // A frozen process takes no calls; this one arrives when it thaws.
+        if let Some(until) = self.fleet.frozen_until(slot) {
+            tokio::time::sleep_until(until).await;
+        }
+        let replica = self.fleet.replica(slot);
+        let index = replica.index;
+        let origin = self.origin.clone();
+        let start = self.epoch.now();
+        let load = replica.cache.load(key, move || origin.call(index, key));
+        let outcome = match tokio::time::timeout(HANG, load).await {
+            Ok(Ok(Some((_, version, read_at)))) => Outcome::Value { version, read_at },
+            Ok(Ok(None)) => Outcome::Error("no value".into()),
+            Ok(Err(SimError::Origin)) => Outcome::Error("origin".into()),
+            Ok(Err(SimError::Cache(error))) => Outcome::Error(error.to_string()),
+            Err(_) => Outcome::Hung,
+        };
+        self.history.record(Event::Call {
+            replica: index,
+            key,
+            start,
+            end: self.epoch.now(),
+            outcome,
+            batch: false,
+        });
+    }
+
+    async fn batch(&self, slot: usize, keys: Vec<u64>) {
+        if let Some(until) = self.fleet.frozen_until(slot) {
+            tokio::time::sleep_until(until).await;
+        }
+        let replica = self.fleet.replica(slot);
+        let index = replica.index;
+        let origin = self.origin.clone();
+        let start = self.epoch.now();
+        let load = replica
+            .cache
+            .load_many(keys.clone(), move |keys| origin.clone().batch(index, keys));
+        let answered = tokio::time::timeout(HANG, load).await;
+        let end = self.epoch.now();
+        for key in keys {
+            let outcome = match &answered {
+                Ok(Ok(found)) => match found.get(&key) {
+                    Some(&(_, version, read_at)) => Outcome::Value { version, read_at },
+                    None => Outcome::Error("not found".into()),
+                },
+                Ok(Err(SimError::Origin)) => Outcome::Error("origin".into()),
+                Ok(Err(SimError::Cache(error))) => Outcome::Error(error.to_string()),
+                Err(_) => Outcome::Hung,
+            };
+            self.history.record(Event::Call {
+                replica: index,
+                key,
+                start,
+                end,
+                outcome,
+                batch: true,
+            });
+        }
+    }
+
+    async fn write(&self, slot: usize, key: u64, how: How) {
+        if let Some(until) = self.fleet.frozen_until(slot) {
+            tokio::time::sleep_until(until).await;
+        }
+        let replica = self.fleet.replica(slot);
+        let index = replica.index;
+        let start = self.epoch.now();
+        let version = self.origin.database.write(key);
+        let told = match how {
+            How::Invalidate => replica.cache.invalidate(&key).await,
+            How::InvalidateAt => replica.cache.invalidate_at(&key, version).await,
+            How::Tag => replica.cache.invalidate_tag(&fleet::group(key)).await,
+            How::Insert => replica.cache.insert(key, Some((key, version, start))).await,
+        };
+        self.history.record(Event::Write {
+            replica: index,
+            key,
+            version,
+            how,
+            start,
+            end: self.epoch.now(),
+            ok: told.is_ok(),
+        });
+    }
+
+    async fn fault(&self, fault: Fault) {
+        let at = self.epoch.now();
+        self.history.record(Event::Fault {
+            at,
+            what: format!("{fault:?}"),
+        });
+        match fault {
+            Fault::Pause(duration) => {
+                self.world.pause();
+                tokio::time::sleep(duration).await;
+                self.world.resume();
+            }
+            Fault::Kill { down, keep_data } => {
+                self.world.kill();
+                tokio::time::sleep(down).await;
+                self.world.restart(keep_data);
+            }
+            Fault::Evict(keys) => {
+                for _ in 0..keys {
+                    self.world.evict_one();
+                }
+            }
+            Fault::DropSubscriptions => self.world.drop_subscriptions(0.5),
+            Fault::DropLinks => self.world.drop_links(0.5),
+            Fault::Lossy(duration) => {
+                let mut lossy = healthy();
+                (lossy.lost_before, lossy.lost_after) = (0.05, 0.05);
+                self.world.set_faults(lossy);
+                tokio::time::sleep(duration).await;
+                self.world.set_faults(healthy());
+            }
+            Fault::Skew { by_us, duration } => {
+                self.world.set_skew(by_us);
+                tokio::time::sleep(duration).await;
+                self.world.set_skew(0);
+            }
+            Fault::NoInfo(duration) => {
+                self.world.set_info_refused(true);
+                tokio::time::sleep(duration).await;
+                self.world.set_info_refused(false);
+            }
+            Fault::Slow(duration) => {
+                let slow = Faults::none((fleet::RESPONSE_TIMEOUT / 2, fleet::RESPONSE_TIMEOUT * 2));
+                self.world.set_faults(slow);
+                tokio::time::sleep(duration).await;
+                self.world.set_faults(healthy());
+            }
+            Fault::Freeze {
+                replica: slot,
+                duration,
+            } => {
+                let replica = self.fleet.replica(slot);
+                let until = Instant::now() + duration;
+                self.fleet
+                    .frozen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)[slot] = Some(until);
+                self.world.freeze(&replica.label, duration);
+                self.history.record(Event::Frozen {
+                    replica: replica.index,
+                    start: at,
+                    end: at + duration.as_micros() as u64,
+                });
+            }
+            Fault::Replace { replica: slot } => {
+                let old = self.fleet.replica(slot);
+                self.world.sever(&old.label);
+                // A process of its own in the history: the old one's loads may still run.
+                let mut slots = self
+                    .fleet
+                    .slots
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let index = slots.len() + self.fleet.replaced.fetch_add(1, Ordering::Relaxed);
+                let label = format!("r{index}");
+                slots[slot] = Replica::start(index, label, &self.fleet.world, &self.fleet.shape);
+                self.history.record(Event::Fault {
+                    at,
+                    what: format!("r{} replaced by r{index}", old.index),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
+//! [--operations N] [--no-faults] [--seed S --trace]`: runs seeds and reports runs per
+//! second, violations and the first failing seeds; `--seed S --trace` replays one seed and
+//! prints every event.
+use stampede_simulator::{run, Config};
+use std::time::Instant;
+
+fn main() {
+    let mut config = Config::default();
+    let (mut seeds, mut first, mut only, mut trace) = (10_000_u64, 0_u64, None, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| -> u64 {
+            let text = args
+                .next()
+                .unwrap_or_else(|| usage(&format!("{name} needs a number")));
+            text.parse()
+                .unwrap_or_else(|_| usage(&format!("{name}: `{text}` is not a number")))
+        };
+        match arg.as_str() {
+            "--seeds" => seeds = value("--seeds"),
+            "--first" => first = value("--first"),
+            "--seed" => only = Some(value("--seed")),
+            "--replicas" => {
+                let text = args
+                    .next()
+                    .unwrap_or_else(|| usage("--replicas needs a number or a range A-B"));
+                let number = |n: &str| {
+                    n.parse::<usize>().unwrap_or_else(|_| {
+                        usage(&format!(
+                            "--replicas: `{text}` is not a number or a range A-B"
+                        ))
+                    })
+                };
+                config.replicas = match text.split_once('-') {
+                    Some((fewest, most)) => (number(fewest).max(1), number(most).max(1)),
+                    None => (number(&text).max(1), number(&text).max(1)),
+                };
+            }
+            "--operations" => config.operations = value("--operations") as usize,
+            "--no-faults" => config.faults = false,
+            "--trace" => trace = true,
+            other => usage(&format!("unknown argument `{other}`")),
+        }
+    }
+    if let Some(seed) = only {
+        let report = run(seed, &config);
+        if trace {
+            print!("{}", report.trace());
+        }
+        for violation in &report.violations {
+            println!("VIOLATION {violation}");
+        }
+        std::process::exit(i32::from(!report.violations.is_empty()));
+    }
+    let started = Instant::now();
+    let (mut failed, mut calls, mut origin_calls) = (Vec::new(), 0, 0);
+    for seed in first..first + seeds {
+        let report = run(seed, &config);
+        calls += report.calls;
+        origin_calls += report.origin_calls;
+        if !report.violations.is_empty() {
+            println!("seed {seed}: {}", report.violations[0]);
+            failed.push(seed);
+        }
+    }
+    let took = started.elapsed();
+    println!(
+        "{seeds} runs ({} replicas, {} operations each{}) in {:.1}s: {:.0} runs/s, {calls} calls, {origin_calls} origin calls, {} failing{}",
+        match config.replicas {
+            (fewest, most) if fewest == most => fewest.to_string(),
+            (fewest, most) => format!("{fewest} to {most}"),
+        },
+        config.operations,
+        if config.faults { ", faults in half" } else { ", no faults" },
+        took.as_secs_f64(),
+        seeds as f64 / took.as_secs_f64(),
+        failed.len(),
+        failed.first().map_or(String::new(), |seed| format!(
+            " (replay the first: --seed {seed} --trace)"
+        )),
+    );
+    std::process::exit(i32::from(!failed.is_empty()));
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--seed S --trace]");
+    std::process::exit(2)
+}

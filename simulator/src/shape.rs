@@ -1,0 +1,85 @@
+//! What one run simulates: the cache every replica runs (its backend and policy) and the
+//! origin behind it, drawn from the run's seed.
+use std::time::Duration;
+
+/// Where the fleet's cache keeps its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Each replica's own memory.
+    Memory,
+    /// The shared store only.
+    Redis,
+    /// Memory in front of the shared store.
+    Tiered,
+}
+
+/// The cache and origin of one run.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub kind: Kind,
+    pub coalesce: bool,
+    pub fresh: Duration,
+    pub stale: Duration,
+    pub stale_if_error: Option<Duration>,
+    pub xfetch: Option<f64>,
+    /// Entries tagged `group:<key mod 2>`.
+    pub tags: bool,
+    /// Values carry their source version (`invalidate_at`).
+    pub versions: bool,
+    /// Some calls are batch loads of several keys.
+    pub batch: bool,
+    pub lease: Duration,
+    /// Origin calls at once per replica.
+    pub admission: Option<usize>,
+    /// Each caller's deadline.
+    pub timeout: Option<Duration>,
+    /// How long an origin call takes, drawn uniformly per call.
+    pub origin: (Duration, Duration),
+    /// How often an origin call fails.
+    pub origin_failures: f64,
+    pub keys: u64,
+}
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+impl Shape {
+    /// A shape drawn from `rng`.
+    pub fn draw(rng: &mut fastrand::Rng) -> Self {
+        let kind = match rng.u8(0..10) {
+            0..=1 => Kind::Memory,
+            2..=5 => Kind::Redis,
+            _ => Kind::Tiered,
+        };
+        let fresh = ms(rng.u64(100..3000));
+        let stale = if rng.bool() {
+            ms(rng.u64(100..3000))
+        } else {
+            Duration::ZERO
+        };
+        let origin_low = rng.u64(1..100);
+        Shape {
+            kind,
+            coalesce: rng.u8(0..10) > 0,
+            fresh,
+            stale,
+            stale_if_error: (rng.u8(0..4) == 0).then(|| ms(rng.u64(500..5000))),
+            xfetch: (rng.u8(0..4) == 0).then_some(1.0),
+            tags: rng.bool(),
+            versions: rng.bool(),
+            batch: rng.u8(0..4) == 0,
+            lease: ms(rng.u64(1000..5000)),
+            admission: (rng.u8(0..4) == 0).then(|| rng.usize(1..4)),
+            timeout: (rng.u8(0..4) == 0).then(|| ms(rng.u64(100..2000))),
+            origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
+            origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
+            keys: rng.u64(1..6),
+        }
+    }
+
+    /// Whether the replicas share a store.
+    pub fn shared(&self) -> bool {
+        self.kind != Kind::Memory
+    }
+}
