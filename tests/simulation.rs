@@ -35,6 +35,46 @@ fn more_seeded_runs_break_no_guarantee() {
     seeds(1_000_000);
 }
 
+/// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
+#[test]
+fn seeds_that_found_bugs_stay_fixed() {
+    let fleet = Config::default();
+    let mixed = Config {
+        replicas: (2, 16),
+        ..Config::default()
+    };
+    let found = [
+        // A tag's move counted when the origin call starts, not when it ends.
+        (136, &fleet),
+        // No clock margin for tag records on one server.
+        (221, &fleet),
+        // A refresh does not take over a holder within its recompute time.
+        (2218, &fleet),
+        // An insert carries its value's source version.
+        (567, &fleet),
+        // An insert and an invalidation obey the order they began in.
+        (923, &fleet),
+        (1325, &fleet),
+        (1622, &fleet),
+        // A refresh left to one holder is not taken from the next on the old value's
+        // deadline.
+        (7089, &fleet),
+        // A refresh's takeover deadline is the store's value's, not an older copy's.
+        (2_017_124, &fleet),
+        // A publish counts the value's deadlines from when it is sent.
+        (8046, &mixed),
+    ];
+    for (seed, config) in found {
+        let report = run(seed, config);
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed}: {:#?}\n{}",
+            report.violations,
+            report.trace()
+        );
+    }
+}
+
 #[test]
 fn a_seed_replays_bit_for_bit() {
     let config = Config::default();

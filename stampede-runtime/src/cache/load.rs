@@ -325,7 +325,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             let envelope = match envelope {
                 Some(envelope) if self.tags.of.is_some() || self.remote.is_some() => {
                     let began = (began, timed.asked);
-                    let written = self.write(&key, found.as_deref_mut(), envelope, now, began);
+                    let written = self.write(&key, found.as_deref_mut(), envelope, began);
                     match Box::pin(written).await {
                         Written::Kept(envelope) => envelope,
                         Written::TagMoved => {

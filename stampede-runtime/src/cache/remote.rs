@@ -116,7 +116,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             outcome("refreshing elsewhere");
             Ahead::Answered(self.settle(leader.take(), Ok(current.value), None))
         };
-        let Ok(quiet) = self.left_to_holder(key) else {
+        let Ok(quiet) = self.left_to_holder(key, &current) else {
             return refreshing_elsewhere(leader, current);
         };
         let mut found = self.find_remote(key, LeaseFor::Refresh, quiet).await;
@@ -355,18 +355,22 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         silent.min(self.policy.lease())
     }
 
-    /// Before a refresh reads the store: whether the replica holding the key's lease is
-    /// left to refresh it for now (this replica served the stale value without asking),
-    /// else how long that holder may have held the lease before this refresh takes it
-    /// over whatever its signs of life.
-    pub(super) fn left_to_holder(&self, key: &K) -> Result<Option<Duration>, ()> {
+    /// Before a refresh of `current` reads the store: whether the replica holding the
+    /// key's lease is left to refresh it for now (this replica served the stale value
+    /// without asking), else how long that holder may have held the lease before this
+    /// refresh takes it over whatever its signs of life.
+    pub(super) fn left_to_holder(
+        &self,
+        key: &K,
+        current: &Envelope<V>,
+    ) -> Result<Option<Duration>, ()> {
         let (Some(tier), now) = (self.tier(), self.clock.now()) else {
             return Ok(None);
         };
         let Some(entry) = tier.address(key) else {
             return Ok(None);
         };
-        match tier.held_elsewhere(&entry) {
+        match tier.held_elsewhere(&entry, current.stale_until) {
             Some((until, _)) if now < until => Err(()),
             Some((_, held_after)) => Ok(Some(held_after)),
             None => Ok(None),
@@ -375,10 +379,11 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 
     /// A refresh found the lease held by `holder`: this replica leaves the refresh to it
     /// until it goes quiet or, whatever its signs of life, until a refresh of this
-    /// replica's could only just finish before the value being refreshed (`current`) stops
-    /// being servable: the stale window is never turned into misses by a lease held
-    /// elsewhere, whatever the lease's length. Never before the holder has had its
-    /// recompute time, though: a holder on its way finishes sooner than a new refresh.
+    /// replica's could only just finish before the value being refreshed (`current`, or
+    /// the store's own if that stays servable longer) stops being servable: the stale
+    /// window is never turned into misses by a lease held elsewhere, whatever the lease's
+    /// length. Never before the holder has had its recompute time, though: a holder on
+    /// its way finishes sooner than a new refresh.
     pub(super) fn leave_refresh(&self, found: &Found<K, V>, holder: Holder, current: &Envelope<V>) {
         let Some(tier) = self.tier() else { return };
         let now = self.clock.now();
@@ -386,8 +391,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let until_quiet = self
             .quiet_after(recompute)
             .saturating_sub(holder.silent_for);
-        let last_start = current
-            .stale_until
+        // An older memory copy ends before the store's value: once it does, a call reads
+        // the store's, still servable, so the fleet's window is the store's.
+        let servable_until = (found.envelope.as_ref()).map_or(current.stale_until, |stored| {
+            stored.stale_until.max(current.stale_until)
+        });
+        let last_start = servable_until
             .saturating_duration_since(now)
             .saturating_sub(recompute.unwrap_or_default() * 2 + QUIET_MARGIN);
         // A holder within its recompute time is on its way: taking its lease over then
@@ -397,7 +406,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             .min(last_start)
             .max(due.saturating_sub(holder.held_for));
         let held_after = (holder.held_for + last_start).max(due);
-        tier.leave_to_holder(&found.key, now + wait, held_after);
+        tier.leave_to_holder(&found.key, current.stale_until, now + wait, held_after);
     }
 
     /// Publishes a new value to the shared store (a fallback stays local), and returns
@@ -408,12 +417,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         key: &K,
         mut found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
-        now: Instant,
     ) -> Option<Envelope<V>> {
         let standing = match (self.tier(), found.as_deref_mut()) {
             (Some(tier), Some(found)) if !envelope.rearmed() => {
                 let (leased, refresh) = (found.lease.is_some(), found.refresh);
-                match tier.publish(found, &envelope, now).await {
+                // The deadlines go out as time from the moment the store's clock is
+                // estimated at: now, not when the value was judged, which may be a tag
+                // read ago; counted from then, the store would keep the value that much
+                // longer than the policy says.
+                match tier.publish(found, &envelope, self.clock.now()).await {
                     Wrote::Stored => Standing::Stored,
                     Wrote::Refused => {
                         self.counters.publish_refused.bump();

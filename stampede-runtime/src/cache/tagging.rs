@@ -152,7 +152,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         key: &K,
         found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
-        now: Instant,
         (began, asked): (u64, Instant),
     ) -> Written<V> {
         let envelope = if self.tags.of.is_some() {
@@ -189,7 +188,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if self.remote.is_none() {
             return Written::Kept(Some(envelope));
         }
-        Written::Kept(self.write_remote(key, found, envelope, now).await)
+        Written::Kept(self.write_remote(key, found, envelope).await)
     }
 
     /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`

@@ -92,10 +92,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // Its source version, as a load's: a write-through of an older row than an
         // invalidation has seen is refused by the key's mark, not stored over it.
         envelope.source_version = inner.version_of(&envelope.value);
-        let envelope = match inner
-            .write(&key, found.as_mut(), envelope, now, began)
-            .await
-        {
+        let envelope = match inner.write(&key, found.as_mut(), envelope, began).await {
             Written::Kept(envelope) => envelope,
             Written::TagMoved => None,
         };

@@ -66,9 +66,19 @@ pub(crate) struct Tier<K, V> {
     /// Value key → the loads of it running now.
     loading: Mutex<HashMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
-    /// and its holder not due to be taken over before then), and how long that holder
-    /// will have held the lease by then. A notice for the key ends it early.
-    held_elsewhere: moka::sync::Cache<String, (Instant, Duration)>,
+    /// and its holder not due to be taken over before then), how long that holder will
+    /// have held the lease by then, and the stale deadline of the value it was left to
+    /// refresh (the wait was judged against that value: it holds for no other). A notice
+    /// for the key ends it early.
+    held_elsewhere: moka::sync::Cache<String, LeftToHolder>,
+}
+
+/// A refresh left to the replica holding the lease: see [`Tier::leave_to_holder`].
+#[derive(Clone, Copy)]
+struct LeftToHolder {
+    until: Instant,
+    held_after: Duration,
+    stale_until: Instant,
 }
 
 /// What a notice needs to find a memory copy and judge it. The key is kept as any type,
@@ -239,17 +249,36 @@ where
             .collect()
     }
 
-    /// Until when another replica is left to refresh `entry`, and how long its holder
-    /// will have held the lease by then.
-    pub(crate) fn held_elsewhere(&self, entry: &EntryKey) -> Option<(Instant, Duration)> {
-        self.held_elsewhere.get(entry.value())
+    /// Until when another replica is left to refresh `entry`'s value that is stale at
+    /// `stale_until`, and how long its holder will have held the lease by then. Nothing
+    /// for any other value: a wait judged against a value since replaced (its holder
+    /// published, or this refresh is of a newer copy) would take a new holder's lease over
+    /// on the old value's deadline.
+    pub(crate) fn held_elsewhere(
+        &self,
+        entry: &EntryKey,
+        stale_until: Instant,
+    ) -> Option<(Instant, Duration)> {
+        let left = self.held_elsewhere.get(entry.value())?;
+        (left.stale_until == stale_until).then_some((left.until, left.held_after))
     }
 
-    /// Leaves `entry`'s refresh to the replica holding its lease until `until`, by when it
-    /// will have held the lease for `quiet`: a refresh after that takes it over.
-    pub(crate) fn leave_to_holder(&self, entry: &EntryKey, until: Instant, quiet: Duration) {
-        self.held_elsewhere
-            .insert(entry.value().to_owned(), (until, quiet));
+    /// Leaves the refresh of `entry`'s value that is stale at `stale_until` to the replica
+    /// holding its lease until `until`, by when it will have held the lease for
+    /// `held_after`: a refresh after that takes it over.
+    pub(crate) fn leave_to_holder(
+        &self,
+        entry: &EntryKey,
+        stale_until: Instant,
+        until: Instant,
+        held_after: Duration,
+    ) {
+        let left = LeftToHolder {
+            until,
+            held_after,
+            stale_until,
+        };
+        self.held_elsewhere.insert(entry.value().to_owned(), left);
     }
 
     /// Invalidates every entry of this cache in the shared store; see
