@@ -11,6 +11,8 @@
 //! holds the two together: seeded sequences of stampede's commands run against a real
 //! `redis-server` (and a local Redis Cluster) and against the model, and every reply, every
 //! published message and the keyspace after each command must agree.
+// Only a simulation connects to the model; the differential test drives the server alone.
+#[cfg(feature = "simulation")]
 pub(crate) mod network;
 pub(crate) mod server;
 
