@@ -154,6 +154,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Joins `key`'s flight until this caller either leads it or has the leader's answer.
     async fn join(&self, key: &K) -> Turn<K, V, E> {
         let mut joined = false;
+        // Before any flight is joined: a load whose answer rests on a read sent after
+        // this answers this caller (see `Leader::rests_on`).
+        let began = crate::flight::tick();
         loop {
             let mut waiter = match self.flights.join(key) {
                 Join::Leader(leader) => return Turn::Lead(leader),
@@ -190,6 +193,11 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 wait.follows_from(load);
             }
             match outcome {
+                // A value read before this caller joined may be one an invalidation
+                // retired before it began (on another replica, whose notice has not
+                // arrived): join again; a later flight reads after it. An error retires
+                // nothing, and is shared.
+                Outcome::Done(Ok(_)) if !waiter.answers(began) => continue,
                 Outcome::Done(answer) => return Turn::Answered(answer),
                 // The leader was dropped: join again; the first back leads.
                 Outcome::Abandoned => continue,
@@ -325,7 +333,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             let envelope = match envelope {
                 Some(envelope) if self.tags.of.is_some() || self.remote.is_some() => {
                     let began = (began, timed.asked);
-                    let written = self.write(&key, found.as_deref_mut(), envelope, began);
+                    let written =
+                        self.write(&key, found.as_deref_mut(), envelope, began, leader.as_ref());
                     match Box::pin(written).await {
                         Written::Kept(envelope) => envelope,
                         Written::TagMoved => {

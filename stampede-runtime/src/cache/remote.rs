@@ -64,7 +64,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     ) -> Ahead<K, V, E> {
         let (current, early, from_store) = match purpose {
             Purpose::Force => {
-                let found = self.find_remote(key, LeaseFor::Force, None).await;
+                let found = self
+                    .find_remote(key, LeaseFor::Force, None, leader.as_ref())
+                    .await;
                 return Ahead::Load {
                     found,
                     stand_in: None,
@@ -72,7 +74,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             Purpose::Refresh { current, early } => (*current, early, false),
             Purpose::Miss { detached } => {
-                let mut found = self.find_remote(key, LeaseFor::Miss, None).await;
+                let mut found = self
+                    .find_remote(key, LeaseFor::Miss, None, leader.as_ref())
+                    .await;
                 let now = self.clock.now();
                 let servable = (found.as_mut()).and_then(|found| {
                     found
@@ -119,7 +123,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let Ok(quiet) = self.left_to_holder(key, &current) else {
             return refreshing_elsewhere(leader, current);
         };
-        let mut found = self.find_remote(key, LeaseFor::Refresh, quiet).await;
+        let mut found = self
+            .find_remote(key, LeaseFor::Refresh, quiet, leader.as_ref())
+            .await;
         if let Some((found, holder)) = found.as_ref().and_then(|f| Some((f, f.holder()?))) {
             self.leave_refresh(found, holder, &current);
             return refreshing_elsewhere(leader, current);
@@ -179,11 +185,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// the old holder's late publish is refused). A refresh never waits: `held_after` says
     /// when it may take a live holder's lease over (the stale window ending).
     /// An uncoalesced cache takes no lease.
+    ///
+    /// Each read the store answers is one `flight`'s answer may rest on: the flight learns
+    /// when it was sent, so a caller that joins it after that loads again (see
+    /// [`Leader::rests_on`](crate::flight::Leader::rests_on)).
     pub(super) async fn find_remote(
         &self,
         key: &K,
         purpose: LeaseFor,
         held_after: Option<Duration>,
+        flight: Option<&LoadLeader<K, V, E>>,
     ) -> Option<Found<K, V>> {
         let tier = self.tier()?;
         let entry = tier.address(key)?;
@@ -205,13 +216,21 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         };
         let read = |entry, recompute, watching| {
             let lease = request(recompute);
-            tier.find(
+            let sent = crate::flight::tick();
+            let found = tier.find(
                 entry,
                 lease,
                 self.clock.now(),
                 self.next_generation(),
                 watching,
-            )
+            );
+            async move {
+                let found = found.await;
+                if let (Some(_), Some(flight)) = (&found.read, flight) {
+                    flight.rests_on(sent);
+                }
+                found
+            }
         };
         let mut found = read(entry, recompute, watching).await;
         if takes_lease && found.holder().is_some() {
@@ -410,15 +429,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     }
 
     /// Publishes a new value to the shared store (a fallback stays local), and returns
-    /// what memory keeps of it (see [`Inner::memory_copy`]). A refused publish is counted
-    /// (`publish_refused`).
+    /// what memory keeps of it (see [`Inner::memory_copy`]) and whether the store took
+    /// it. A refused publish is counted (`publish_refused`).
     pub(super) async fn write_remote(
         &self,
         key: &K,
         mut found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
-    ) -> Option<Envelope<V>> {
-        let standing = match (self.tier(), found.as_deref_mut()) {
+    ) -> (Option<Envelope<V>>, bool) {
+        let (standing, taken) = match (self.tier(), found.as_deref_mut()) {
             (Some(tier), Some(found)) if !envelope.rearmed() => {
                 let (leased, refresh) = (found.lease.is_some(), found.refresh);
                 // The deadlines go out as time from the moment the store's clock is
@@ -426,7 +445,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 // read ago; counted from then, the store would keep the value that much
                 // longer than the policy says.
                 match tier.publish(found, &envelope, self.clock.now()).await {
-                    Wrote::Stored => Standing::Stored,
+                    Wrote::Stored => (Standing::Stored, true),
                     Wrote::Refused => {
                         self.counters.publish_refused.bump();
                         if leased {
@@ -435,15 +454,19 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                         if refresh {
                             self.counters.refreshes_refused.bump();
                         }
-                        return None;
+                        return (None, false);
                     }
-                    Wrote::Unconfirmed => Standing::Unheard,
-                    Wrote::TooLarge => Standing::Own,
+                    Wrote::Unconfirmed => (Standing::Unheard, false),
+                    Wrote::TooLarge => (Standing::Own, false),
                 }
             }
-            _ => Standing::Stored,
+            // Nothing published: a fallback re-armed here, or no store to publish to.
+            _ => (Standing::Stored, false),
         };
-        self.memory_copy(key, found.as_deref(), envelope, standing)
+        (
+            self.memory_copy(key, found.as_deref(), envelope, standing),
+            taken,
+        )
     }
 }
 

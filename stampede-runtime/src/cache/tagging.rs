@@ -1,7 +1,7 @@
 //! A cache's part in tags (see `tags.rs`): the versions a loaded entry is stored with, and
 //! invalidating a tag of this cache alone.
 use super::load::outcome;
-use super::{Cache, CacheBuilder, Inner};
+use super::{Cache, CacheBuilder, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
@@ -153,7 +153,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
         (began, asked): (u64, Instant),
+        flight: Option<&LoadLeader<K, V, E>>,
     ) -> Written<V> {
+        // Before the tags are checked and the value goes out: a publish the store takes
+        // under the fence of the read that granted the lease shows that no invalidation
+        // came between them, so a caller that joined before this shares the answer.
+        let sent = crate::flight::tick();
         let envelope = if self.tags.of.is_some() {
             let ago = self.clock.precise().saturating_duration_since(asked);
             let read_at = found.as_deref().and_then(|found| found.read.as_ref());
@@ -188,7 +193,11 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if self.remote.is_none() {
             return Written::Kept(Some(envelope));
         }
-        Written::Kept(self.write_remote(key, found, envelope).await)
+        let (copy, taken) = self.write_remote(key, found, envelope).await;
+        if let (true, Some(flight)) = (taken, flight) {
+            flight.rests_on(sent);
+        }
+        Written::Kept(copy)
     }
 
     /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`

@@ -75,7 +75,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         let leader = inner.flights.start(&key);
         // The lease whatever is stored, as a refresh takes it: the value goes out under
         // the newest fence, past the one this insert just raised.
-        let mut found = inner.find_remote(&key, LeaseFor::Refresh, None).await;
+        let mut found = inner.find_remote(&key, LeaseFor::Refresh, None, None).await;
         if let Some(found) = found.as_mut() {
             found.write_through = write_through;
         }
@@ -92,7 +92,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // Its source version, as a load's: a write-through of an older row than an
         // invalidation has seen is refused by the key's mark, not stored over it.
         envelope.source_version = inner.version_of(&envelope.value);
-        let envelope = match inner.write(&key, found.as_mut(), envelope, began).await {
+        let envelope = match inner
+            .write(&key, found.as_mut(), envelope, began, None)
+            .await
+        {
             Written::Kept(envelope) => envelope,
             Written::TagMoved => None,
         };

@@ -11,6 +11,11 @@
 //! - **On cancel or panic** the leader is dropped unsettled: nothing is stored, and the
 //!   waiters wake with [`Outcome::Abandoned`]; each joins again, the first becomes the new
 //!   leader (takeover) and the rest wait for it. No waiter hangs.
+//! - **Late joiners.** A load whose answer rests on a read of the shared store says so
+//!   ([`Leader::rests_on`]): a waiter that joined after that read was sent may have begun
+//!   after an invalidation the read did not see, so its answer is not shared with it
+//!   ([`Waiter::answers`]); it joins again, and any later flight read after it joined.
+//!   [`tick`] orders the joins and the reads.
 //! - **No lock is held while user code runs**: the registry lock covers a map operation,
 //!   a flight's lock an outcome read or a waker swap.
 //!
@@ -19,7 +24,7 @@
 //! through `super::sync`.
 mod registry;
 
-pub(crate) use registry::{Flights, Join, Leader, Outcome, Waiter};
+pub(crate) use registry::{tick, Flights, Join, Leader, Outcome, Waiter};
 
 /// The locks the registry is built on; the tests compile it again on shuttle's.
 mod sync {

@@ -59,9 +59,22 @@ struct Flight<T> {
     /// The load's span, once its leader opened one: waiters link theirs to it. Held here,
     /// it stays open until the last waiter has linked.
     span: std::sync::OnceLock<tracing::Span>,
+    /// The [`tick`] before the shared store's read (or write) the answer rests on: a
+    /// waiter that joined after it may have begun after an invalidation that read did not
+    /// see, so it loads again. `u64::MAX` while the answer rests on no such read.
+    shares_before: AtomicU64,
 }
 
 static FLIGHT_IDS: AtomicU64 = AtomicU64::new(0);
+
+/// One order for the process's joins and shared-store reads (see [`tick`]).
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// The next point in one order of joins and shared-store reads: a caller that takes its
+/// tick before a load takes the tick of a read began before that read was sent.
+pub(crate) fn tick() -> u64 {
+    TICKS.fetch_add(1, Ordering::SeqCst)
+}
 
 struct FlightState<T> {
     outcome: Option<Outcome<T>>,
@@ -116,6 +129,7 @@ impl<K: Hash + Eq + Clone, T: Clone> Flights<K, T> {
                 wakers: Vec::new(),
             }),
             span: std::sync::OnceLock::new(),
+            shares_before: AtomicU64::new(u64::MAX),
         });
         let epoch = registry.epoch;
         registry.running += 1;
@@ -194,6 +208,13 @@ impl<K: Hash + Eq + Clone, T: Clone> Leader<K, T> {
         let _ = self.flight.span.set(span.clone());
     }
 
+    /// The answer rests on what the shared store held after `tick` (a read sent, or a
+    /// publish the store took, after it): only waiters that joined before it share the
+    /// answer; a later one loads again. Waiters read this once the outcome is in.
+    pub(crate) fn rests_on(&self, tick: u64) {
+        self.flight.shares_before.store(tick, Ordering::Relaxed);
+    }
+
     /// Publishes `outcome` to every waiter. `store` receives the key and runs under the
     /// registry lock, only if no invalidation fenced this load out since it started.
     pub(crate) fn settle(mut self, outcome: T, store: impl FnOnce(K)) {
@@ -254,6 +275,13 @@ impl<T> Waiter<T> {
     /// The flight awaited, comparable with [`Leader::flight_id`].
     pub(crate) fn flight_id(&self) -> u64 {
         self.flight.id
+    }
+
+    /// Whether the outcome, once in, answers a caller that took its [`tick`] `joined`
+    /// before joining: it does unless it rests on a read of the shared store sent before
+    /// that caller joined (see [`Leader::rests_on`]).
+    pub(crate) fn answers(&self, joined: u64) -> bool {
+        joined < self.flight.shares_before.load(Ordering::Relaxed)
     }
 
     /// The span of the load awaited, once its leader opened one.

@@ -27,6 +27,39 @@ mod on_std {
     }
 
     #[tokio::test]
+    async fn an_answer_resting_on_a_read_is_shared_only_with_those_who_joined_before_it() {
+        let flights = flights();
+        let Join::Leader(leader) = flights.join(&"k") else {
+            panic!()
+        };
+        let early = super::super::tick();
+        let Join::Waiter(before) = flights.join(&"k") else {
+            panic!()
+        };
+        // The read is sent: a caller joining from here on may have begun after an
+        // invalidation it did not see.
+        leader.rests_on(super::super::tick());
+        let late = super::super::tick();
+        let Join::Waiter(after) = flights.join(&"k") else {
+            panic!()
+        };
+        leader.settle(7, |_| {});
+        assert!(before.answers(early));
+        assert!(!after.answers(late));
+        assert_eq!(after.await, Outcome::Done(7));
+        // A flight that read nothing answers every waiter.
+        let Join::Leader(leader) = flights.join(&"k") else {
+            panic!()
+        };
+        let Join::Waiter(waiter) = flights.join(&"k") else {
+            panic!()
+        };
+        let late = super::super::tick();
+        leader.settle(8, |_| {});
+        assert!(waiter.answers(late));
+    }
+
+    #[tokio::test]
     async fn a_dropped_leader_wakes_waiters_to_take_over() {
         let flights = flights();
         let Join::Leader(leader) = flights.join(&"k") else {
