@@ -19,7 +19,7 @@
 //! steps 3 to 7 whatever memory and the store hold.
 use super::leader::{leads, within_leader, Called, CountPanic, Runner};
 use super::remote::Ahead;
-use super::tagging::Written;
+use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
@@ -333,8 +333,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             let envelope = match envelope {
                 Some(envelope) if self.tags.of.is_some() || self.remote.is_some() => {
                     let began = (began, timed.asked);
-                    let written =
-                        self.write(&key, found.as_deref_mut(), envelope, began, leader.as_ref());
+                    let written = self.write(
+                        &key,
+                        found.as_deref_mut(),
+                        envelope,
+                        began,
+                        ValueFrom::Origin,
+                        leader.as_ref(),
+                    );
                     match Box::pin(written).await {
                         Written::Kept(envelope) => envelope,
                         Written::TagMoved => {

@@ -51,6 +51,15 @@ impl<K, V> Tagging<K, V> {
 }
 
 /// What step 6's writes came to (see [`Inner::write`]).
+/// Where a value being written came from, against the shared store's read before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ValueFrom {
+    /// A load's origin call, made after the store was read.
+    Origin,
+    /// An insert's caller, before the insert began (and read the store).
+    Caller,
+}
+
 pub(super) enum Written<V> {
     /// What memory may keep, if anything.
     Kept(Option<Envelope<V>>),
@@ -146,13 +155,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 
     /// Step 6's writes before memory, one future (boxed by the load, which would otherwise
     /// carry both): the versions of the entry's tags (`began`: the book's count when the
-    /// load began, and when), then the shared store under its fence.
+    /// load began, and when; `from`: where the value came from, which says what a tag's
+    /// move must come after to leave it current), then the shared store under its fence.
     pub(super) async fn write(
         &self,
         key: &K,
         found: Option<&mut Found<K, V>>,
         envelope: Envelope<V>,
         (began, asked): (u64, Instant),
+        from: ValueFrom,
         flight: Option<&LoadLeader<K, V, E>>,
     ) -> Written<V> {
         // Before the tags are checked and the value goes out: a publish the store takes
@@ -172,7 +183,19 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     } else {
                         tags::UNKNOWN_MARGIN
                     };
-                    (read.clock.read_ms().saturating_mul(1000), margin)
+                    let at_read = read.clock.read_ms().saturating_mul(1000);
+                    // A write-through's value is its caller's, from before the insert
+                    // began, and its read came after: a tag moved between the two would
+                    // pass for older than the value (seed 10015151). The store's clock
+                    // when it began is at most the read's less the time since.
+                    let micros = match from {
+                        ValueFrom::Origin => at_read,
+                        ValueFrom::Caller => {
+                            let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
+                            at_read.saturating_sub(ago)
+                        }
+                    };
+                    (micros, margin)
                 }
                 None => (tags::wall_micros_ago(ago), tags::UNKNOWN_MARGIN),
             };

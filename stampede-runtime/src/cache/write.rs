@@ -3,7 +3,7 @@
 //! fences, as every load does.
 use super::leader::{bind, Called};
 use super::load::Purpose;
-use super::tagging::Written;
+use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
@@ -93,7 +93,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // invalidation has seen is refused by the key's mark, not stored over it.
         envelope.source_version = inner.version_of(&envelope.value);
         let envelope = match inner
-            .write(&key, found.as_mut(), envelope, began, None)
+            .write(
+                &key,
+                found.as_mut(),
+                envelope,
+                began,
+                ValueFrom::Caller,
+                None,
+            )
             .await
         {
             Written::Kept(envelope) => envelope,
