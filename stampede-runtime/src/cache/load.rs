@@ -7,18 +7,23 @@
 //!  1. join     the key's flight: a waiter gets the leader's answer, or takes over
 //!  2. memory   a fresh value another flight stored since this caller looked answers it
 //!     -- the leader's steps, run by its leader mode (leader.rs) --
-//!  3. remote   the shared store: a value there, or the key's lease (remote.rs)
+//!  3. remote   the shared store decides (remote.rs): a fresh value there answers; a
+//!              stale one answers a detached miss's callers at once and is refreshed
+//!              (3b: the lease, unless another replica refreshes it); else the lease
 //!  4. admit    an admission permit, or the load is shed
 //!  5. origin   called inside the flight, timed
 //!  6. publish  to the shared store under the lease's fence, then memory's copy
 //!  7. settle   memory under the flight's fences, then every waiter woken
 //! ```
+//! Step 3 only decides; the steps act on its decision, and they alone settle the flight,
+//! so who answers the callers is read here: step 2 or 3 (a value found), 3b (answered
+//! early, the load goes on without waiters), 4 (shed), or 7.
 //! A refresh takes steps 1 and 2 without waiting (someone else on it: nothing to do), and
 //! its step 3 takes the lease without waiting: when another replica holds it, the value
 //! being refreshed stays the answer. `Cache::refresh` (write.rs) fences the key and runs
 //! steps 3 to 7 whatever memory and the store hold.
 use super::leader::{leads, within_leader, Called, CountPanic, Runner};
-use super::remote::Ahead;
+use super::remote::Decision;
 use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
@@ -285,15 +290,35 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         async move {
             // Held (by reference: no second copy) until the steps end.
             let _timed = &timed;
-            // 3. The shared store: a value there answers; else the key's lease. Boxed, and
-            // only for a cache that has one: the store's steps are most of a load's state,
-            // which every miss would otherwise carry (and move into its task).
+            // 3. The shared store decides: a value there answers, or answers first and is
+            // refreshed (3b), or the load goes on under the key's lease. Boxed (one
+            // allocation), and only for a cache that has one: the store's steps are most
+            // of a load's state, which every miss would otherwise carry (and move into its
+            // task).
             let (mut found, stand_in) = if self.remote.is_some() {
-                match Box::pin(self.read_remote(&key, &mut leader, purpose)).await {
-                    Ahead::Answered(answer) => return answer,
-                    Ahead::Load { found, stand_in } => {
-                        (found.map(Box::new), stand_in.map(Box::new))
+                let read = async {
+                    let mut decision = self.read_remote(&key, leader.as_ref(), purpose).await;
+                    loop {
+                        match decision {
+                            Decision::Answer(answer) => {
+                                return Err(self.answer(leader.take(), answer));
+                            }
+                            // 3b. Every caller answered at once (a stale value, or an early
+                            // refresh's fresh one); the load refreshes it for the fleet.
+                            Decision::Refresh { first, refresh } => {
+                                if let Some(first) = first {
+                                    let _ = self.answer(leader.take(), first);
+                                }
+                                let read = self.read_refresh(&key, leader.as_ref(), refresh);
+                                decision = read.await;
+                            }
+                            Decision::Load { found, stand_in } => return Ok((found, stand_in)),
+                        }
                     }
+                };
+                match Box::pin(read).await {
+                    Ok(load) => load,
+                    Err(answered) => return answered,
                 }
             } else {
                 (None, None)

@@ -10,9 +10,10 @@
 //! - `leader.rs`: the two leader modes, as types the load is generic over: detached (the
 //!   leader's steps are a task of their own) and inline (in the leading caller, with
 //!   takeover).
-//! - `remote.rs`: each step's part on the shared store (reading and the lease, waiting
-//!   for the replica that holds it, publishing, what memory keeps); `notices.rs`: what
-//!   another replica's notice does to this cache.
+//! - `remote.rs`: each step's part on the shared store (the read and the lease, and the
+//!   decision step 3 returns; publishing, what memory keeps); `lease_wait.rs`: a miss's
+//!   wait for the replica that holds the key's lease; `notices.rs`: what another
+//!   replica's notice does to this cache.
 //! - `write.rs`: writes a caller asks for (insert, a forced refresh, invalidations);
 //!   `blocking.rs`: loads for callers that are threads; `batch/`: many keys in one
 //!   call, each an ordinary load whose origin joins the batch's one origin call.
@@ -21,6 +22,7 @@ mod blocking;
 mod copies;
 use copies::memory_store;
 mod leader;
+mod lease_wait;
 mod load;
 mod lookup;
 mod marks;

@@ -1,18 +1,19 @@
 //! A cache's steps on the shared store: connecting on first use, reading before the
-//! origin (taking the key's lease, or waiting for the replica that holds it), publishing
-//! under the lease's fence, what memory keeps, invalidating, and the notice listener that
-//! keeps memory copies in line with the store.
+//! origin (taking the key's lease, or waiting for the replica that holds it, in
+//! `lease_wait.rs`) and the decision that read comes to, which the load's steps act on,
+//! and publishing under the lease's fence (what memory keeps is `copies.rs`).
 use super::copies::Standing;
+use super::lease_wait::LeaseWait;
 use super::load::{outcome, Purpose};
 use super::{notices, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::{Envelope, State};
-use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken, Notice, Wake};
-use crate::remote::tier::{Found, Tier, Wrote};
+use crate::remote::keys::EntryKey;
+use crate::remote::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken};
+use crate::remote::tier::{Found, Loading, Tier, Wrote};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// This cache's side of the shared store if it is connected already.
@@ -49,97 +50,119 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         tier.as_ref()
     }
 
-    /// Step 3 of a load, the shared store's part before the origin: the key's lease, or
-    /// an answer without
-    /// an origin call (a fresh value another replica stored; the value a refresh would
-    /// replace while another replica refreshes it). A stale value in the store answers a
-    /// detached miss's callers at once (`leader` is then taken and settled) and is
-    /// refreshed through the lease; so is a fresh one XFetch draws early, on a backend
-    /// that keeps no memory copy to draw on.
+    /// Step 3 of a load, the shared store's part before the origin: what to do, decided
+    /// from what the store holds (see [`Decision`]); the steps act on it. A fresh value
+    /// another replica stored answers without an origin call. A stale value in the store
+    /// answers a detached miss's callers at once and is refreshed through the lease; so
+    /// is a fresh one XFetch draws early, on a backend that keeps no memory copy to draw
+    /// on. `flight` learns which of the reads its answer rests on (see
+    /// [`Inner::find_remote`]); nothing here settles it.
     pub(super) async fn read_remote(
         &self,
         key: &K,
-        leader: &mut Option<LoadLeader<K, V, E>>,
+        flight: Option<&LoadLeader<K, V, E>>,
         purpose: Purpose<V>,
-    ) -> Ahead<K, V, E> {
-        let (current, early, from_store) = match purpose {
+    ) -> Decision<K, V> {
+        let detached = match purpose {
             Purpose::Force => {
-                let found = self
-                    .find_remote(key, LeaseFor::Force, None, leader.as_ref())
-                    .await;
-                return Ahead::Load {
-                    found,
-                    stand_in: None,
-                };
+                let found = self.find_remote(key, LeaseFor::Force, None, flight).await;
+                return Decision::load(found, None);
             }
-            Purpose::Refresh { current, early } => (*current, early, false),
-            Purpose::Miss { detached } => {
-                let mut found = self
-                    .find_remote(key, LeaseFor::Miss, None, leader.as_ref())
-                    .await;
-                let now = self.clock.now();
-                let servable = (found.as_mut()).and_then(|found| {
-                    found
-                        .envelope
-                        .take_if(|stored| stored.state(now) != State::Expired)
-                });
-                let Some(stored) = servable else {
-                    return Ahead::Load {
-                        found,
-                        stand_in: None,
-                    };
+            Purpose::Refresh { current, early } => {
+                let refresh = Refresh {
+                    current: *current,
+                    early,
+                    from_store: false,
                 };
-                let early = if stored.state(now) == State::Fresh {
-                    let early = self.draws_early_from_store(&stored, now);
-                    let answer =
-                        self.take_remote(key, leader.take(), found.as_ref(), stored.clone());
-                    if !early {
-                        return Ahead::Answered(answer);
-                    }
-                    self.counters.early_refreshes.bump();
-                    true
-                } else {
-                    // Stale in the store: its callers get it at once when they need not
-                    // wait for this task (detached).
-                    self.count_stale(&stored, now);
-                    if detached {
-                        let value = Ok(stored.value.clone());
-                        let copy =
-                            self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
-                        // Answered: the waiters have their value.
-                        let _ = self.settle(leader.take(), value, copy);
-                    }
-                    false
-                };
-                (stored, early, true)
+                return self.read_refresh(key, flight, refresh).await;
             }
+            Purpose::Miss { detached } => detached,
         };
-        // One refresh for the fleet, through the lease.
-        let refreshing_elsewhere = |leader: &mut Option<LoadLeader<K, V, E>>,
-                                    current: Envelope<V>| {
+        let mut found = self.find_remote(key, LeaseFor::Miss, None, flight).await;
+        let now = self.clock.now();
+        let servable = (found.as_mut()).and_then(|found| {
+            found
+                .envelope
+                .take_if(|stored| stored.state(now) != State::Expired)
+        });
+        let Some(stored) = servable else {
+            return Decision::load(found, None);
+        };
+        let refresh = |early| Refresh {
+            current: stored.clone(),
+            early,
+            from_store: true,
+        };
+        if stored.state(now) == State::Fresh {
+            let early = self.draws_early_from_store(&stored, now);
+            let answer = self.shared(key, found, stored.clone());
+            if !early {
+                return Decision::Answer(answer);
+            }
+            self.counters.early_refreshes.bump();
+            return Decision::Refresh {
+                first: Some(answer),
+                refresh: refresh(true),
+            };
+        }
+        // Stale in the store: its callers get it at once when they need not wait for this
+        // task (detached).
+        self.count_stale(&stored, now);
+        let refresh = refresh(false);
+        if !detached {
+            return self.read_refresh(key, flight, refresh).await;
+        }
+        let copy = self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
+        let first = Answer {
+            value: stored.value,
+            copy,
+            found,
+        };
+        Decision::Refresh {
+            first: Some(first),
+            refresh,
+        }
+    }
+
+    /// Step 3 of a refresh of `refresh.current`: one refresh for the fleet, through the
+    /// lease. Another replica on it already: the current value answers.
+    pub(super) async fn read_refresh(
+        &self,
+        key: &K,
+        flight: Option<&LoadLeader<K, V, E>>,
+        refresh: Refresh<V>,
+    ) -> Decision<K, V> {
+        let Refresh {
+            current,
+            early,
+            from_store,
+        } = refresh;
+        let refreshing_elsewhere = |current: Envelope<V>, found| {
             outcome("refreshing elsewhere");
-            Ahead::Answered(self.settle(leader.take(), Ok(current.value), None))
+            Decision::Answer(Answer {
+                value: current.value,
+                copy: None,
+                found,
+            })
         };
         let Ok(quiet) = self.left_to_holder(key, &current) else {
-            return refreshing_elsewhere(leader, current);
+            return refreshing_elsewhere(current, None);
         };
         let mut found = self
-            .find_remote(key, LeaseFor::Refresh, quiet, leader.as_ref())
+            .find_remote(key, LeaseFor::Refresh, quiet, flight)
             .await;
-        if let Some((found, holder)) = found.as_ref().and_then(|f| Some((f, f.holder()?))) {
-            self.leave_refresh(found, holder, &current);
-            return refreshing_elsewhere(leader, current);
+        if let Some((held, holder)) = found.as_ref().and_then(|f| Some((f, f.holder()?))) {
+            self.leave_refresh(held, holder, &current);
+            return refreshing_elsewhere(current, found);
         }
         // Past its freshness, any fresh value in the store is newer: another replica
         // refreshed it already. (Before it, an XFetch refresh cannot tell its own value
         // there from a newer one, and refreshes.)
         if !early && let Some(newer) = self.fresh_in(&mut found) {
-            let answer = self.take_remote(key, leader.take(), found.as_ref(), newer);
-            return Ahead::Answered(answer);
+            return Decision::Answer(self.shared(key, found, newer));
         }
         // A value found in the store answers the miss if its refresh fails.
-        let stand_in = from_store.then_some(current);
-        Ahead::Load { found, stand_in }
+        Decision::load(found, from_store.then_some(current))
     }
 
     /// XFetch's draw for a fresh value read from the store, on a backend whose memory
@@ -157,19 +180,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             .take_if(|stored| stored.state(now) == State::Fresh)
     }
 
-    /// Answers with a fresh value another replica stored: no origin call. A lease the
-    /// read took goes back when `found` is dropped.
-    fn take_remote(
-        &self,
-        key: &K,
-        leader: Option<LoadLeader<K, V, E>>,
-        found: Option<&Found<K, V>>,
-        stored: Envelope<V>,
-    ) -> Result<V, E> {
-        let value = Ok(stored.value.clone());
-        let copy = self.memory_copy(key, found, stored, Standing::Stored);
+    /// The answer a fresh value another replica stored gives: no origin call, and the
+    /// copy memory keeps of it.
+    fn shared(&self, key: &K, found: Option<Found<K, V>>, stored: Envelope<V>) -> Answer<K, V> {
+        let copy = self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
         outcome("shared");
-        self.settle(leader, value, copy)
+        Answer {
+            value: stored.value,
+            copy,
+            found,
+        }
     }
 
     /// What the shared store holds for `key`, counted, with the key's lease when `purpose`
@@ -177,14 +197,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// the first read until `Found` is dropped, so a notice from another replica that
     /// outdates it detaches it, even one that arrives while the read is on its way.
     ///
-    /// A miss whose lease another replica holds waits for that replica's notice (a value
-    /// stored, an invalidation, the lease given back), registered before it reads again so
-    /// a notice between the two is not missed. It defers to the holder only while the
-    /// holder shows signs of life (see [`Inner::quiet_after`]) and never longer than its
-    /// own lease: each read asks the store to take the lease over past either (fenced, so
-    /// the old holder's late publish is refused). A refresh never waits: `held_after` says
-    /// when it may take a live holder's lease over (the stale window ending).
-    /// An uncoalesced cache takes no lease.
+    /// A miss whose lease another replica holds waits for that replica (a [`LeaseWait`]).
+    /// A refresh never waits: `held_after` says when it may take a live holder's lease
+    /// over (the stale window ending). An uncoalesced cache takes no lease.
     ///
     /// Each read the store answers is one `flight`'s answer may rest on: the flight learns
     /// when it was sent, so a caller that joins it after that loads again (see
@@ -201,120 +216,32 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let watching = tier.loading(&entry, key).await;
         // Without coalescing every miss calls the origin, on every replica alike.
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
-        let token = LeaseToken::of_replica(tier.remote.store().replica());
-        let own_lease = self.policy.lease();
+        let reads = Reads {
+            inner: self,
+            tier,
+            purpose,
+            held_after,
+            takes_lease,
+            token: LeaseToken::of_replica(tier.remote.store().replica()),
+            flight,
+        };
         let mut recompute = self.store.get_arc(key).map(|held| seconds(held.delta));
-        let request = |recompute| {
-            takes_lease.then(|| LeaseRequest {
-                purpose,
-                ttl: own_lease,
-                token,
-                quiet_after: Some(self.quiet_after(recompute)),
-                held_after: Some(held_after.unwrap_or(own_lease).min(own_lease)),
-                recompute,
-            })
-        };
-        let read = |entry, recompute, watching| {
-            let lease = request(recompute);
-            let sent = crate::flight::tick();
-            let found = tier.find(
-                entry,
-                lease,
-                self.clock.now(),
-                self.next_generation(),
-                watching,
-            );
-            async move {
-                let found = found.await;
-                if let (Some(_), Some(flight)) = (&found.read, flight) {
-                    flight.rests_on(sent);
-                }
-                found
-            }
-        };
-        let mut found = read(entry, recompute, watching).await;
+        let mut found = reads.read(entry, recompute, watching).await;
         if takes_lease && found.holder().is_some() {
             self.counters.leases_lost.bump();
         }
-        let mut waiting_since = None;
-        // A wait for another replica's load: one span, naming that replica.
-        let mut waiting = tracing::Span::none();
         if purpose == LeaseFor::Miss && takes_lease {
-            let (mut waited, mut rereads) = (false, 0);
-            // The notice that ended the last wait, if one did.
-            let mut noticed = None;
-            // Listening to the key again while waiting, when the load's own went deaf.
-            let mut relistened = None;
+            let (mut wait, mut rereads) = (None, 0);
             loop {
                 recompute = recompute
                     .max(found.envelope.as_ref().map(|stored| seconds(stored.delta)))
                     .max(found.holder().and_then(|holder| holder.recompute));
                 if let Some(holder) = found.holder() {
-                    if !waited {
-                        // A batch stops waiting for this key: another replica loads it.
-                        super::batch::parked();
-                        self.counters.lease_waits.bump();
-                        waiting_since = Some(self.clock.precise());
-                        waiting = tracing::debug_span!(
-                            target: "stampede",
-                            "lease_wait",
-                            cache = %self.policy.name(),
-                            owner = tracing::field::Empty,
-                        );
-                        waited = true;
-                    }
-                    if let Some(owner) = holder.replica {
-                        waiting.record(
-                            "owner",
-                            tracing::field::display(format_args!("{owner:08x}")),
-                        );
-                    }
-                    let quiet = self.quiet_after(recompute);
-                    // The bucket this load listened to may not be heard any more (the
-                    // subscription came back, or its confirmation timed out): listen
-                    // again, so the wait ends on the holder's notice, not its deadline.
-                    if !tier.hears(&found.key) {
-                        relistened = Some(tier.remote.store().listen(&found.key).await);
-                    }
-                    let wake = tier.watch(&found.key);
-                    let read_fence = found.read.as_ref().map_or(0, |read| read.fence);
-                    let Found { key, watching, .. } = found;
-                    // The holder's publish brought its value: no read needed, unless the
-                    // value cannot be served as it is (then the read decides).
-                    let carried = noticed
-                        .take()
-                        .and_then(|notice| tier.read_in_notice(&notice, read_fence));
-                    found = match carried {
-                        Some(carried) => {
-                            let (now, generation) = (self.clock.now(), self.next_generation());
-                            let settled =
-                                tier.settle(key, carried, None, now, generation, watching);
-                            let settled = settled.await;
-                            if settled.envelope.is_some() {
-                                settled
-                            } else {
-                                let Found { key, watching, .. } = settled;
-                                read(key, recompute, watching).await
-                            }
-                        }
-                        None => {
-                            read(key, recompute, watching)
-                                .instrument(waiting.clone())
-                                .await
-                        }
-                    };
-                    if let Some(holder) = found.holder() {
-                        // Until a notice, the holder goes quiet, or this wait is overdue.
-                        let wait = (holder.remaining)
-                            .min(quiet.saturating_sub(holder.silent_for))
-                            .min(own_lease.saturating_sub(holder.held_for));
-                        noticed = wait_for_notice(wake, tier.subscription(), wait.max(MIN_WAIT))
-                            .instrument(waiting.clone())
-                            .await;
-                    }
+                    let wait = wait.get_or_insert_with(|| LeaseWait::begin(self));
+                    found = wait.round(&reads, found, holder, recompute).await;
                     continue;
                 }
-                if waited && found.took_over() {
+                if wait.is_some() && found.took_over() {
                     self.counters.lease_takeovers.bump();
                 }
                 // The store found its value servable by the server's clock, so it granted
@@ -333,17 +260,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     rereads += 1;
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     let Found { key, watching, .. } = found;
-                    found = read(key, recompute, watching).await;
+                    found = reads.read(key, recompute, watching).await;
                     continue;
                 }
                 break;
             }
-            // Heard no longer than the wait.
-            drop(relistened);
-        }
-        if let Some(since) = waiting_since {
-            let waited = self.clock.precise().saturating_duration_since(since);
-            self.counters.lease_wait.record(waited);
+            if let Some(wait) = wait {
+                wait.end(self);
+            }
         }
         if found.lease.is_some() {
             self.counters.leases_won.bump();
@@ -470,32 +394,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     }
 }
 
-/// Until a notice for the key, or for at most `wait`. A subscription that is down (not up
-/// yet at start-up, or dropped) cannot bring the notice: the waiter waits for it to come
-/// up instead, then reads again at once.
-async fn wait_for_notice(
-    wake: tokio::sync::oneshot::Receiver<Wake>,
-    mut subscription: tokio::sync::watch::Receiver<bool>,
-    wait: Duration,
-) -> Option<Notice> {
-    let woken = async {
-        match wake.await {
-            Ok(Wake::Notice(notice)) => Some(notice),
-            Ok(Wake::SubscriptionLost) | Err(_) => {
-                let _ = subscription.wait_for(|up| *up).await;
-                None
-            }
-        }
-    };
-    tokio::time::timeout(wait, woken).await.ok().flatten()
-}
-
 /// How often a miss reads again when the store's value expired between the store's clock
 /// and this cache's: a few milliseconds of disagreement at most.
 const EXPIRED_REREADS: u32 = 3;
-
-/// The shortest wait between two reads of a key whose lease another replica holds.
-const MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// Beyond twice its recompute time, how long a lease's holder may take to publish (two
 /// Redis round trips and a busy moment) before a waiter takes the lease over.
@@ -513,16 +414,98 @@ fn seconds(delta: f64) -> Duration {
     Duration::try_from_secs_f64(delta).unwrap_or_default()
 }
 
-/// What the shared store said before the origin.
-// One per load, moved once and never stored: boxing `Load` would only add an allocation.
+/// What step 3 decided from the shared store; the steps act on it, and alone settle the
+/// flight.
+// One per load, moved once and never stored: boxing `Answer` would only add an allocation.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Ahead<K, V, E> {
-    /// Answered without calling the origin.
-    Answered(Result<V, E>),
-    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a value
-    /// from the store, the answer if the load ends without one of its own.
-    Load {
-        found: Option<Found<K, V>>,
-        stand_in: Option<Envelope<V>>,
+pub(super) enum Decision<K, V> {
+    /// Every caller's answer, without an origin call.
+    Answer(Answer<K, V>),
+    /// Refresh `refresh.current` for the fleet ([`Inner::read_refresh`]), once `first`
+    /// has answered every caller, if there is one.
+    Refresh {
+        first: Option<Answer<K, V>>,
+        refresh: Refresh<V>,
     },
+    /// Call the origin, and publish under `found`'s read (and lease). `stand_in`: a value
+    /// from the store, the answer if the load ends without one of its own. Boxed: the
+    /// steps hold them through the origin call, in every load's future.
+    Load {
+        found: Option<Box<Found<K, V>>>,
+        stand_in: Option<Box<Envelope<V>>>,
+    },
+}
+
+impl<K, V> Decision<K, V> {
+    fn load(found: Option<Found<K, V>>, stand_in: Option<Envelope<V>>) -> Self {
+        Decision::Load {
+            found: found.map(Box::new),
+            stand_in: stand_in.map(Box::new),
+        }
+    }
+}
+
+/// A value that answers every caller without an origin call; memory keeps `copy`.
+/// `found` (the read, and the load's registration for notices) is held until the flight
+/// is settled, so a notice meanwhile still fences the copy out; a lease the read took
+/// goes back when it is dropped.
+pub(super) struct Answer<K, V> {
+    pub(super) value: V,
+    pub(super) copy: Option<Envelope<V>>,
+    pub(super) found: Option<Found<K, V>>,
+}
+
+/// A value to refresh through the lease, and what it is to the load.
+pub(super) struct Refresh<V> {
+    pub(super) current: Envelope<V>,
+    /// XFetch drew it early: a fresh value in the store may be this one.
+    pub(super) early: bool,
+    /// Read from the store by this load: the answer if the refresh fails.
+    pub(super) from_store: bool,
+}
+
+/// One load's reads of its key in the shared store: the lease each asks for, and the
+/// flight that learns which read its answer rests on.
+pub(super) struct Reads<'a, K: CacheKey, V: LocalValue, E: CacheError> {
+    pub(super) inner: &'a Inner<K, V, E>,
+    pub(super) tier: &'a Tier<K, V>,
+    purpose: LeaseFor,
+    held_after: Option<Duration>,
+    takes_lease: bool,
+    token: LeaseToken,
+    flight: Option<&'a LoadLeader<K, V, E>>,
+}
+
+impl<K: CacheKey, V: LocalValue, E: CacheError> Reads<'_, K, V, E> {
+    /// Reads `entry` for the load `watching` registered, asking for its lease when this
+    /// load takes one. `recompute`: the key's last recompute time, which sets how long a
+    /// silent holder is deferred to.
+    pub(super) async fn read(
+        &self,
+        entry: EntryKey,
+        recompute: Option<Duration>,
+        watching: Loading<K, V>,
+    ) -> Found<K, V> {
+        let inner = self.inner;
+        let own_lease = inner.policy.lease();
+        let lease = self.takes_lease.then(|| LeaseRequest {
+            purpose: self.purpose,
+            ttl: own_lease,
+            token: self.token,
+            quiet_after: Some(inner.quiet_after(recompute)),
+            held_after: Some(self.held_after.unwrap_or(own_lease).min(own_lease)),
+            recompute,
+        });
+        // Before the read is sent: a caller that joins the flight after this is not
+        // answered by what this read finds.
+        let sent = crate::flight::tick();
+        let (now, generation) = (inner.clock.now(), inner.next_generation());
+        let found = (self.tier)
+            .find(entry, lease, now, generation, watching)
+            .await;
+        if let (Some(_), Some(flight)) = (&found.read, self.flight) {
+            flight.rests_on(sent);
+        }
+        found
+    }
 }

@@ -1,7 +1,8 @@
 //! Steps 6 and 7 of a load (`load.rs` runs them in order): what a load answers and
 //! stores once its origin returned or it was refused, and settling memory and the flight's
-//! waiters under the flight's fences.
+//! waiters under the flight's fences; and settling with an answer step 3 found.
 use super::load::outcome;
+use super::remote::Answer;
 use super::{Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
@@ -96,6 +97,20 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             (_, _, _, leader) => self.settle(leader, answer, envelope),
         }
+    }
+
+    /// Settles the flight with an answer step 3 found in the shared store; its read is
+    /// let go (and a lease it took given back) only after, so a notice until then still
+    /// fences the copy out.
+    pub(super) fn answer(
+        &self,
+        leader: Option<LoadLeader<K, V, E>>,
+        answer: Answer<K, V>,
+    ) -> Result<V, E> {
+        let Answer { value, copy, found } = answer;
+        let answer = self.settle(leader, Ok(value), copy);
+        drop(found);
+        answer
     }
 
     /// Step 7: stores `envelope` in memory (unless an invalidation fenced the load out
