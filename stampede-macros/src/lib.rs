@@ -32,10 +32,11 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
-/// `jitter`, `key`, `key_type`, `skip`, `timeout`, `admission`, `lease`, `name`,
-/// `version`, `capacity`, `local`, `map_error`, `source_version`, `tags`, `clone`,
-/// `trait_impl`, `batch`;
-/// `docs/attribute.md` has the table with defaults.
+/// `jitter`, `key`, `key_type`, `skip`, `clone`, `timeout`, `admission`, `lease`, `name`,
+/// `version`, `capacity`, `local`, `cache_none`, `cache_errors`, `trait_impl`,
+/// `map_error`, `source_version`, `tags`, `returns`, `mode`, `batch` (the list the
+/// attribute names when it meets an unknown one); `docs/attribute.md` has the table with
+/// defaults.
 /// Every argument, `self` included, must be in the key or in `skip(...)`.
 ///
 /// A caller that needs both a function for one id and one for a page of ids writes the

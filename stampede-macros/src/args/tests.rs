@@ -111,3 +111,14 @@ fn tags_are_an_expression() {
         ["write `tags = [format!(\"tenant:{tenant}\")]`, an expression over the keyed arguments whose items are strings (`impl AsRef<str>`)"]
     );
 }
+
+#[test]
+fn the_attributes_documentation_names_every_option() {
+    let docs = include_str!("../lib.rs");
+    for option in super::OPTIONS.split(", ") {
+        assert!(
+            docs.contains(&format!("`{option}`")),
+            "`#[cached]`'s documentation (lib.rs) does not name `{option}`"
+        );
+    }
+}

@@ -110,6 +110,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         self.count_stale(&stored, now);
         let refresh = refresh(false);
         if !detached {
+            // This read (and a lease the server's clock had it take) let go first, as
+            // after an answer.
+            drop(found);
             return self.read_refresh(key, flight, refresh).await;
         }
         let copy = self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);

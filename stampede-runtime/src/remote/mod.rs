@@ -1,9 +1,18 @@
-//! Where envelopes live.
+//! The store shared by every replica (process memory is `crate::memory`).
 //!
-//! In process: [`memory`], typed values, no serialization. Shared between replicas: a
-//! backend behind the [`shared::RemoteStore`] seam (today [`redis`]), addressed by
-//! [`keys`] and holding envelopes in the [`wire`] format; [`replica`] is one runtime's
-//! connection to it, [`tiered`] one cache's side.
+//! - [`store`]: the seam, `RemoteStore`, in bytes: reads with leases, fenced publishes,
+//!   invalidations, tag versions, and the notices of bucket subscriptions.
+//! - [`redis`]: its implementation on Redis (scripts, cluster, Sentinel, TLS and access,
+//!   the notice subscriber); `model` (tests and the `simulation` feature): an in-memory
+//!   Redis the simulator drives through the same client.
+//! - [`keys`]: where an entry lives (`prefix:3:{name:v<version>:<encoded key>}`);
+//!   [`wire`]: the envelope's bytes; [`fingerprint`]: the value type's, in every envelope.
+//! - [`replica`]: one runtime's side (`Remote`): its connection, and what it owes the store
+//!   until it answers (invalidations, sweeps, lease releases, tag moves); [`lease`]: a
+//!   lease this replica holds, its beats and its release.
+//! - [`tier`]: one cache's side (`Tier`): its codec, what a read found, and the
+//!   bookkeeping that keeps memory copies and running loads in line with notices.
+//! - [`background`]: the threads the store's own work runs on.
 //!
 //! # One entry in Redis
 //! ```text

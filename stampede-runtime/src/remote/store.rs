@@ -24,8 +24,11 @@
 //!   [`RemoteStore::invalidate_at`] does so only for a source version above both the
 //!   key's high-water mark and the stored value's own version: a late invalidation
 //!   changes nothing.
-//! - [`RemoteStore::watch`] and [`RemoteStore::events`] deliver the slim notices every
-//!   publish and invalidation sends (the key and its fence, never the value).
+//! - [`RemoteStore::watch`] and [`RemoteStore::events`] deliver the notices every
+//!   publish, invalidation and lease release sends on the key's bucket channel (the key
+//!   and its fence; a publish of a small value carries the value too, so a replica
+//!   waiting for it answers without reading again). A replica hears the buckets it
+//!   [listens](RemoteStore::listen) to.
 //!
 //! # Time
 //! Envelope deadlines are server milliseconds. The loader computes them from the
@@ -282,7 +285,8 @@ pub(crate) struct ScanFailure {
     pub(crate) error: StoreError,
 }
 
-/// A notice from some replica (this one included) on the prefix's channel.
+/// A notice from some replica (this one included): on a key's bucket channel, or a
+/// tag's on the prefix's channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Notice {
     pub(crate) kind: NoticeKind,
