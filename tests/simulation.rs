@@ -70,6 +70,8 @@ fn seeds_that_found_bugs_stay_fixed() {
         // read of the store (redis, then tiered).
         (10_015_151, &mixed),
         (10_525_783, &mixed),
+        // A replica's own invalidation fences its loads again once the store has it.
+        (20_835_591, &mixed),
     ];
     for (seed, config) in found {
         let report = run(seed, config);

@@ -283,9 +283,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         })
     }
 
-    /// The shared side of [`Cache::invalidate`].
-    /// The shared side of an invalidation: the fence the store raised the key's to, when
-    /// it did (`None` without a shared store).
+    /// The shared side of an invalidation ([`Cache::invalidate`], an insert's): the fence
+    /// the store raised the key's to, when it did (`None` without a shared store).
+    ///
+    /// The caller fenced the key's loads and dropped its copy before; both happen again
+    /// once the store has answered. A load that began in between read the store before
+    /// the invalidation reached it and may keep what it read, and no notice undoes that
+    /// here (a replica does not hear its own): seed 20835591, where a tiered replica
+    /// served the retired value from memory after its own `invalidate` returned.
     pub(super) async fn invalidate_remote(&self, key: &K) -> Result<Option<u64>, Error> {
         let Some(tier) = self.invalidation_tier()? else {
             return Ok(None);
@@ -295,7 +300,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
         })?;
         tier.forget(&entry);
-        let invalidated = tier.remote.invalidate(entry).await.map_err(|error| {
+        let invalidated = tier.remote.invalidate(entry.clone()).await;
+        self.flights.invalidate(key);
+        self.store.invalidate(key);
+        self.forget_error(key);
+        tier.forget(&entry);
+        let invalidated = invalidated.map_err(|error| {
             backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
         })?;
         Ok(match invalidated {
