@@ -54,7 +54,7 @@ def defined(name, files):
 
 def main():
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    problems, opened, returns = [], [], 0
+    problems, opened, returns, last = [], [], 0, None
     for number, step in enumerate(steps(text), 1):
         quoted = re.findall(r"`([^`]+)`", step)
         paths = [q for q in quoted if q.endswith(".rs")]
@@ -68,10 +68,11 @@ def main():
                 problems.append(f"step {number}: `{path}` does not exist")
                 continue
             files.append(full)
-            if path in opened and opened[-1] != path:
+            if path in opened and path != last:
                 returns += 1
             if path not in opened:
                 opened.append(path)
+            last = path
         for name in quoted:
             if name.endswith(".rs") or name in NOT_ITEMS:
                 continue

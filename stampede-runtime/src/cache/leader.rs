@@ -134,10 +134,7 @@ where
         let origin = bind(origin, &key);
         // Nobody waits for a background refresh, so it runs outside the flights its caller
         // leads: an origin it calls may wait for them without forming a cycle.
-        let purpose = Purpose::Refresh {
-            current: Box::new(current),
-            early,
-        };
+        let purpose = Purpose::refresh(current, early);
         let refresh = detached(inner.clone(), key, leader, origin, purpose);
         if let Err(task) = spawn(refresh.instrument(tracing::Span::current())) {
             let _ = Box::pin(task).await;
@@ -178,10 +175,7 @@ where
     ) -> Result<V, E> {
         let answer = current.value.clone();
         let origin = bind(origin, &key);
-        let purpose = Purpose::Refresh {
-            current: Box::new(current),
-            early,
-        };
+        let purpose = Purpose::refresh(current, early);
         let refresh = inner.lead(key, leader, || origin().map(Called::Returned), purpose);
         let refreshed = match inner.policy.timeout() {
             Some(limit) => deadline::within(limit, refresh).await,

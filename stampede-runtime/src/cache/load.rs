@@ -23,7 +23,7 @@
 //! being refreshed stays the answer. `Cache::refresh` (write.rs) fences the key and runs
 //! steps 3 to 7 whatever memory and the store hold.
 use super::leader::{leads, within_leader, Called, CountPanic, Runner};
-use super::remote::Decision;
+use super::remote::{Decision, Refresh};
 use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
@@ -161,7 +161,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let mut joined = false;
         // Before any flight is joined: a load whose answer rests on a read sent after
         // this answers this caller (see `Leader::rests_on`).
-        let began = crate::flight::tick();
+        let began = self.flights.tick();
         loop {
             let mut waiter = match self.flights.join(key) {
                 Join::Leader(leader) => return Turn::Lead(leader),
@@ -468,14 +468,22 @@ pub(super) enum Purpose<V> {
     /// Nothing servable in memory. `detached`: the load outlives its callers, so its
     /// callers may be answered (with a stale value from the shared store) before it ends.
     Miss { detached: bool },
-    /// A stale-window or XFetch (`early`) refresh of `current`, which callers are served
-    /// meanwhile. Boxed: a load's state holds its purpose throughout.
-    Refresh {
-        current: Box<Envelope<V>>,
-        early: bool,
-    },
+    /// A stale-window or XFetch refresh of the value callers are served meanwhile.
+    /// Boxed: a load's state holds its purpose throughout.
+    Refresh(Box<Refresh<V>>),
     /// `Cache::refresh`: the origin whatever memory and the shared store hold.
     Force,
+}
+
+impl<V> Purpose<V> {
+    /// A stale-window or XFetch (`early`) refresh of `current`, which memory held.
+    pub(super) fn refresh(current: Envelope<V>, early: bool) -> Self {
+        Purpose::Refresh(Box::new(Refresh {
+            current,
+            early,
+            from_store: false,
+        }))
+    }
 }
 
 /// Records how the current load ended on its span.

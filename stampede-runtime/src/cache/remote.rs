@@ -68,14 +68,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 let found = self.find_remote(key, LeaseFor::Force, None, flight).await;
                 return Decision::load(found, None);
             }
-            Purpose::Refresh { current, early } => {
-                let refresh = Refresh {
-                    current: *current,
-                    early,
-                    from_store: false,
-                };
-                return self.read_refresh(key, flight, refresh).await;
-            }
+            Purpose::Refresh(refresh) => return self.read_refresh(key, flight, *refresh).await,
             Purpose::Miss { detached } => detached,
         };
         let mut found = self.find_remote(key, LeaseFor::Miss, None, flight).await;
@@ -88,42 +81,39 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let Some(stored) = servable else {
             return Decision::load(found, None);
         };
-        let refresh = |early| Refresh {
-            current: stored.clone(),
+        let fresh = stored.state(now) == State::Fresh;
+        let early = fresh && self.draws_early_from_store(&stored, now);
+        if fresh {
+            outcome("shared");
+            if !early {
+                return Decision::Answer(self.stored_answer(key, found, stored));
+            }
+            self.counters.early_refreshes.bump();
+        } else {
+            // Stale in the store: its callers get it at once when they need not wait for
+            // this task (detached).
+            self.count_stale(&stored, now);
+        }
+        // Answered first: a fresh value XFetch drew early, or a stale one for callers
+        // that need not wait (detached). Otherwise this read (and a lease the server's
+        // clock had it take) is let go first, as after an answer.
+        let first = if fresh || detached {
+            Some(self.stored_answer(key, found, stored.clone()))
+        } else {
+            drop(found);
+            None
+        };
+        let refresh = Refresh {
+            current: stored,
             early,
             from_store: true,
         };
-        if stored.state(now) == State::Fresh {
-            let early = self.draws_early_from_store(&stored, now);
-            let answer = self.shared(key, found, stored.clone());
-            if !early {
-                return Decision::Answer(answer);
-            }
-            self.counters.early_refreshes.bump();
-            return Decision::Refresh {
-                first: Some(answer),
-                refresh: refresh(true),
-            };
-        }
-        // Stale in the store: its callers get it at once when they need not wait for this
-        // task (detached).
-        self.count_stale(&stored, now);
-        let refresh = refresh(false);
-        if !detached {
-            // This read (and a lease the server's clock had it take) let go first, as
-            // after an answer.
-            drop(found);
-            return self.read_refresh(key, flight, refresh).await;
-        }
-        let copy = self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
-        let first = Answer {
-            value: stored.value,
-            copy,
-            found,
-        };
-        Decision::Refresh {
-            first: Some(first),
-            refresh,
+        match first {
+            Some(first) => Decision::Refresh {
+                first: Some(first),
+                refresh,
+            },
+            None => self.read_refresh(key, flight, refresh).await,
         }
     }
 
@@ -162,7 +152,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // refreshed it already. (Before it, an XFetch refresh cannot tell its own value
         // there from a newer one, and refreshes.)
         if !early && let Some(newer) = self.fresh_in(&mut found) {
-            return Decision::Answer(self.shared(key, found, newer));
+            outcome("shared");
+            return Decision::Answer(self.stored_answer(key, found, newer));
         }
         // A value found in the store answers the miss if its refresh fails.
         Decision::load(found, from_store.then_some(current))
@@ -183,11 +174,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             .take_if(|stored| stored.state(now) == State::Fresh)
     }
 
-    /// The answer a fresh value another replica stored gives: no origin call, and the
-    /// copy memory keeps of it.
-    fn shared(&self, key: &K, found: Option<Found<K, V>>, stored: Envelope<V>) -> Answer<K, V> {
+    /// The answer a value read from the store gives (no origin call), and the copy
+    /// memory keeps of it.
+    fn stored_answer(
+        &self,
+        key: &K,
+        found: Option<Found<K, V>>,
+        stored: Envelope<V>,
+    ) -> Answer<K, V> {
         let copy = self.memory_copy(key, found.as_ref(), stored.clone(), Standing::Stored);
-        outcome("shared");
         Answer {
             value: stored.value,
             copy,
@@ -501,7 +496,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Reads<'_, K, V, E> {
         });
         // Before the read is sent: a caller that joins the flight after this is not
         // answered by what this read finds.
-        let sent = crate::flight::tick();
+        let sent = inner.flights.tick();
         let (now, generation) = (inner.clock.now(), inner.next_generation());
         let found = (self.tier)
             .find(entry, lease, now, generation, watching)

@@ -50,7 +50,6 @@ impl<K, V> Tagging<K, V> {
     }
 }
 
-/// What step 6's writes came to (see [`Inner::write`]).
 /// Where a value being written came from, against the shared store's read before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ValueFrom {
@@ -60,6 +59,7 @@ pub(super) enum ValueFrom {
     Caller,
 }
 
+/// What step 6's writes came to (see [`Inner::write`]).
 pub(super) enum Written<V> {
     /// What memory may keep, if anything.
     Kept(Option<Envelope<V>>),
@@ -168,8 +168,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     ) -> Written<V> {
         // Before the tags are checked and the value goes out: a publish the store takes
         // under the fence of the read that granted the lease shows that no invalidation
-        // came between them, so a caller that joined before this shares the answer.
-        let sent = crate::flight::tick();
+        // came between them, so a caller that joined the flight before this shares the
+        // answer.
+        let flight =
+            (flight.filter(|_| self.remote.is_some())).map(|flight| (flight, self.flights.tick()));
         let envelope = if self.tags.of.is_some() {
             let ago = self.clock.precise().saturating_duration_since(asked);
             let read_at = found.as_deref().and_then(|found| found.read.as_ref());
@@ -217,7 +219,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             return Written::Kept(Some(envelope));
         }
         let (copy, taken) = self.write_remote(key, found, envelope).await;
-        if let (true, Some(flight)) = (taken, flight) {
+        if let (true, Some((flight, sent))) = (taken, flight) {
             flight.rests_on(sent);
         }
         Written::Kept(copy)

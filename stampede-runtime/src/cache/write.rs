@@ -49,9 +49,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             return Ok(());
         }
         let began = (inner.tags_began(), inner.clock.precise());
-        inner.flights.invalidate(&key);
-        inner.store.invalidate(&key);
-        inner.forget_error(&key);
+        inner.invalidate_here(&key);
         let invalidated = inner.invalidate_remote(&key).await;
         // Where it began, in the store's fences: its own invalidation's fence is at most
         // the server's milliseconds then × 1024 (plus the raises of that millisecond), less
@@ -172,9 +170,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// queued, and replayed before this replica reads the shared store again.
     pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
         // Fence first: a load that stores before the fence moves is removed just after.
-        self.inner.flights.invalidate(key);
-        self.inner.store.invalidate(key);
-        self.inner.forget_error(key);
+        self.inner.invalidate_here(key);
         self.inner.invalidate_remote(key).await.map(drop)
     }
 
@@ -237,9 +233,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             return inner.invalidate_remote_at(key, source_version).await;
         }
         if inner.raise_mark(key, source_version) {
-            inner.flights.invalidate(key);
-            inner.store.invalidate(key);
-            inner.forget_error(key);
+            inner.invalidate_here(key);
         }
         Ok(())
     }
@@ -283,6 +277,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         })
     }
 
+    /// An invalidation's part in this process: the key's running loads fenced out (they
+    /// answer their callers but store nothing), its memory copy and a kept error dropped.
+    pub(super) fn invalidate_here(&self, key: &K) {
+        self.flights.invalidate(key);
+        self.store.invalidate(key);
+        self.forget_error(key);
+    }
+
     /// The shared side of an invalidation ([`Cache::invalidate`], an insert's): the fence
     /// the store raised the key's to, when it did (`None` without a shared store).
     ///
@@ -301,9 +303,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         })?;
         tier.forget(&entry);
         let invalidated = tier.remote.invalidate(entry.clone()).await;
-        self.flights.invalidate(key);
-        self.store.invalidate(key);
-        self.forget_error(key);
+        self.invalidate_here(key);
         tier.forget(&entry);
         let invalidated = invalidated.map_err(|error| {
             backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again"))
@@ -324,13 +324,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             cache: self.policy.name().clone(),
             message,
         };
-        let drop_here = || {
-            self.flights.invalidate(key);
-            self.store.invalidate(key);
-            self.forget_error(key);
-        };
         let Some(tier) = self.tier() else {
-            drop_here();
+            self.invalidate_here(key);
             return Err(backend(
                 "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
             ));
@@ -338,19 +333,19 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let entry = match tier.entry_key(key) {
             Ok(entry) => entry,
             Err(error) => {
-                drop_here();
+                self.invalidate_here(key);
                 return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
             }
         };
         match tier.remote.invalidate_at(entry.clone(), version).await {
             Ok(Invalidated::Fenced { .. }) => {
-                drop_here();
+                self.invalidate_here(key);
                 tier.forget(&entry);
                 Ok(())
             }
             Ok(Invalidated::Late) => Ok(()),
             Err(error) => {
-                drop_here();
+                self.invalidate_here(key);
                 tier.forget(&entry);
                 Err(backend(format!("{error}; applied in this process and queued, to be replayed before this replica reads the shared store again")))
             }

@@ -15,7 +15,7 @@
 //!   ([`Leader::rests_on`]): a waiter that joined after that read was sent may have begun
 //!   after an invalidation the read did not see, so its answer is not shared with it
 //!   ([`Waiter::answers`]); it joins again, and any later flight read after it joined.
-//!   [`tick`] orders the joins and the reads.
+//!   [`Flights::tick`] orders a cache's joins and reads.
 //! - **No lock is held while user code runs**: the registry lock covers a map operation,
 //!   a flight's lock an outcome read or a waker swap.
 //!
@@ -24,7 +24,7 @@
 //! through `super::sync`.
 mod registry;
 
-pub(crate) use registry::{tick, Flights, Join, Leader, Outcome, Waiter};
+pub(crate) use registry::{Flights, Join, Leader, Outcome, Waiter};
 
 /// The locks the registry is built on; the tests compile it again on shuttle's.
 mod sync {

@@ -11,6 +11,9 @@ use std::task::{Context, Poll, Waker};
 /// The running loads of one cache, by key.
 pub(crate) struct Flights<K, T> {
     registry: Mutex<Registry<K, T>>,
+    /// One order for this cache's joins and its loads' reads of the shared store (see
+    /// [`Flights::tick`]).
+    ticks: AtomicU64,
 }
 
 struct Registry<K, T> {
@@ -59,22 +62,13 @@ struct Flight<T> {
     /// The load's span, once its leader opened one: waiters link theirs to it. Held here,
     /// it stays open until the last waiter has linked.
     span: std::sync::OnceLock<tracing::Span>,
-    /// The [`tick`] before the shared store's read (or write) the answer rests on: a
+    /// The [`Flights::tick`] before the shared store's read (or write) the answer rests on: a
     /// waiter that joined after it may have begun after an invalidation that read did not
     /// see, so it loads again. `u64::MAX` while the answer rests on no such read.
     shares_before: AtomicU64,
 }
 
 static FLIGHT_IDS: AtomicU64 = AtomicU64::new(0);
-
-/// One order for the process's joins and shared-store reads (see [`tick`]).
-static TICKS: AtomicU64 = AtomicU64::new(0);
-
-/// The next point in one order of joins and shared-store reads: a caller that takes its
-/// tick before a load takes the tick of a read began before that read was sent.
-pub(crate) fn tick() -> u64 {
-    TICKS.fetch_add(1, Ordering::SeqCst)
-}
 
 struct FlightState<T> {
     outcome: Option<Outcome<T>>,
@@ -95,7 +89,15 @@ impl<K: Hash + Eq + Clone, T: Clone> Flights<K, T> {
                 keys: HashMap::new(),
                 running: 0,
             }),
+            ticks: AtomicU64::new(0),
         }
+    }
+
+    /// The next point in one order of this cache's joins and its loads' reads of the
+    /// shared store: a caller whose tick comes before a read's began before that read was
+    /// sent (see [`Leader::rests_on`]).
+    pub(crate) fn tick(&self) -> u64 {
+        self.ticks.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Waits for the key's flight, or leads a new one that later callers join.
@@ -277,7 +279,7 @@ impl<T> Waiter<T> {
         self.flight.id
     }
 
-    /// Whether the outcome, once in, answers a caller that took its [`tick`] `joined`
+    /// Whether the outcome, once in, answers a caller that took its [`Flights::tick`] `joined`
     /// before joining: it does unless it rests on a read of the shared store sent before
     /// that caller joined (see [`Leader::rests_on`]).
     pub(crate) fn answers(&self, joined: u64) -> bool {

@@ -32,14 +32,14 @@ mod on_std {
         let Join::Leader(leader) = flights.join(&"k") else {
             panic!()
         };
-        let early = super::super::tick();
+        let early = flights.tick();
         let Join::Waiter(before) = flights.join(&"k") else {
             panic!()
         };
         // The read is sent: a caller joining from here on may have begun after an
         // invalidation it did not see.
-        leader.rests_on(super::super::tick());
-        let late = super::super::tick();
+        leader.rests_on(flights.tick());
+        let late = flights.tick();
         let Join::Waiter(after) = flights.join(&"k") else {
             panic!()
         };
@@ -54,7 +54,7 @@ mod on_std {
         let Join::Waiter(waiter) = flights.join(&"k") else {
             panic!()
         };
-        let late = super::super::tick();
+        let late = flights.tick();
         leader.settle(8, |_| {});
         assert!(waiter.answers(late));
     }
