@@ -17,7 +17,7 @@
 //! the store before an entry carrying it is served or stored. On the memory backend the
 //! book is the only record, and a version is the count of moves itself.
 use crate::clock::StoreInstant as Instant;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -104,7 +104,7 @@ pub(crate) struct TagBook {
 
 #[derive(Default)]
 struct Table {
-    known: HashMap<Arc<str>, Known>,
+    known: BTreeMap<Arc<str>, Known>,
     /// A load that began before this count may have missed a move (the record was
     /// forgotten): it does not store.
     floor: u64,

@@ -29,7 +29,7 @@ use super::wire::Wire;
 use crate::config::backend::BackendSettings;
 use crate::tags::TagBook;
 use futures_util::{StreamExt, TryStreamExt};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -61,11 +61,11 @@ pub(crate) struct Remote {
 #[derive(Default)]
 struct Owed {
     /// By value key: each key once, however often it was invalidated meanwhile.
-    keys: HashMap<String, Owed1>,
+    keys: BTreeMap<String, Owed1>,
     /// By pattern.
-    sweeps: HashMap<String, Sweep>,
+    sweeps: BTreeMap<String, Sweep>,
     /// By value key and token.
-    releases: HashMap<(String, LeaseToken), Release>,
+    releases: BTreeMap<(String, LeaseToken), Release>,
     /// Stamps each entry, so one sent is removed only if nothing merged into it since.
     stamp: u64,
 }

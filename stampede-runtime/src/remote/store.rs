@@ -94,7 +94,7 @@ pub(crate) enum LeaseFor {
 }
 
 /// A replica's name for one lease it asks for: random, so no other replica's matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct LeaseToken(pub(crate) u64);
 
 impl LeaseToken {

@@ -43,7 +43,7 @@ use super::wire::WireError;
 use crate::clock::Instant;
 use crate::envelope::Envelope;
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub(crate) struct Tier<K, V> {
     /// found (a bookkeeping that evicted on its own would leave copies deaf to notices).
     copies: moka::sync::Cache<String, MemoryCopy>,
     /// Value key → the loads of it running now.
-    loading: Mutex<HashMap<String, Loads<K>>>,
+    loading: Mutex<BTreeMap<String, Loads<K>>>,
     /// Value key → until when another replica is left to refresh it (its lease was held
     /// and its holder not due to be taken over before then), how long that holder will
     /// have held the lease by then, and the stale deadline of the value it was left to
@@ -136,7 +136,7 @@ where
             version,
             keeps_memory,
             copies: copies.build(),
-            loading: Mutex::new(HashMap::new()),
+            loading: Mutex::new(BTreeMap::new()),
             held_elsewhere: moka::sync::Cache::new(capacity),
         }
     }
@@ -234,12 +234,15 @@ where
     /// notices; the degraded bound already limits it, and it stays.
     pub(crate) fn forget_heard_copies(&self, before: u64) -> Vec<K> {
         self.held_elsewhere.invalidate_all();
-        let heard: Vec<(std::sync::Arc<String>, K)> = self
+        let mut heard: Vec<(std::sync::Arc<String>, K)> = self
             .copies
             .iter()
             .filter(|(_, copy)| copy.fence > 0 && copy.since < before)
             .filter_map(|(entry, copy)| Some((entry, key_of(&copy)?)))
             .collect();
+        // In key order, not moka's: the same run drops them (and lets go of their
+        // buckets) in the same order, which a simulation's seed relies on.
+        heard.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         heard
             .into_iter()
             .map(|(entry, key)| {

@@ -34,7 +34,7 @@
 //! may hold entries carrying any tag.
 use super::Client;
 use crate::clock::StoreInstant as Instant;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -93,11 +93,11 @@ impl Bucket {
 /// The buckets this replica uses, and under which epoch each was confirmed.
 #[derive(Default)]
 pub(crate) struct Interest {
-    buckets: Mutex<HashMap<u16, Bucket>>,
+    buckets: Mutex<BTreeMap<u16, Bucket>>,
 }
 
 impl Interest {
-    fn buckets(&self) -> MutexGuard<'_, HashMap<u16, Bucket>> {
+    fn buckets(&self) -> MutexGuard<'_, BTreeMap<u16, Bucket>> {
         self.buckets.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -30,7 +30,7 @@
 //! wakes every waiter with [`Wake::SubscriptionLost`] and tells listeners to stop
 //! trusting their memory copies until it reports [`StoreEvent::Subscribed`] again.
 use crate::remote::store::{Notice, NoticeKind, StoreEvent, Wake};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -41,7 +41,7 @@ const EVENT_BACKLOG: usize = 1024;
 pub(crate) struct NoticeHub {
     /// This store's id in notices, so it can tell its own.
     node: String,
-    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<Wake>>>>,
+    waiters: Mutex<BTreeMap<String, Vec<oneshot::Sender<Wake>>>>,
     /// Key notices and subscription changes, for the caches' listeners.
     events: broadcast::Sender<StoreEvent>,
     /// Tag notices and subscription changes, for the runtime's tag book: each listener
@@ -63,7 +63,7 @@ impl NoticeHub {
     pub(crate) fn new(node: String) -> Self {
         Self {
             node,
-            waiters: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(BTreeMap::new()),
             events: broadcast::channel(EVENT_BACKLOG).0,
             tag_events: broadcast::channel(EVENT_BACKLOG).0,
             subscribed: watch::channel(false).0,
@@ -78,7 +78,7 @@ impl NoticeHub {
         &self.node
     }
 
-    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<oneshot::Sender<Wake>>>> {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<oneshot::Sender<Wake>>>> {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

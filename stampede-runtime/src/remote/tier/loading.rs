@@ -4,7 +4,7 @@
 use super::Tier;
 use crate::remote::keys::EntryKey;
 use crate::remote::store::{Listening, Notice, NoticeKind};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 
 /// The running loads of one key, and the highest fence any of their reads returned.
@@ -31,7 +31,7 @@ where
     K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
 {
-    fn loads(&self) -> MutexGuard<'_, HashMap<String, Loads<K>>> {
+    fn loads(&self) -> MutexGuard<'_, BTreeMap<String, Loads<K>>> {
         self.loading.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
