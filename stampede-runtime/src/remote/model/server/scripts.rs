@@ -163,6 +163,8 @@ struct Fence {
     recompute: Option<f64>,
     /// The fence the last invalidation raised it to.
     invalidated: Option<f64>,
+    /// The fence the invalidation before the last raised it to.
+    before: Option<f64>,
 }
 
 /// The prelude's `get_lease()`.
@@ -293,6 +295,7 @@ impl Run<'_> {
             mark: version_or_nil(digits_after(&v, b" m")),
             recompute: exact(digits_after(&v, b" r")),
             invalidated: exact(digits_after(&v, b" i")),
+            before: exact(digits_after(&v, b" b")),
         })
     }
 
@@ -303,6 +306,7 @@ impl Run<'_> {
         recompute: Option<f64>,
         keep_ms: f64,
         invalidated: Option<f64>,
+        before: Option<f64>,
     ) -> bool {
         let mut value = digits(fence).into_bytes();
         let mut keep = keep_ms;
@@ -318,6 +322,10 @@ impl Run<'_> {
         if let Some(invalidated) = invalidated {
             value.extend_from_slice(b" i");
             value.extend_from_slice(digits(invalidated).as_bytes());
+        }
+        if let Some(before) = before {
+            value.extend_from_slice(b" b");
+            value.extend_from_slice(digits(before).as_bytes());
         }
         let key = self.keys[2].clone();
         self.set(&key, value, Ttl::Number(keep)).is_ok()
@@ -346,12 +354,12 @@ impl Run<'_> {
         }
         let fence = current + 1.0;
         let mark = mark.or(kept.mark.as_deref());
-        let invalidated = if invalidation {
-            Some(fence)
+        let (invalidated, before) = if invalidation {
+            (Some(fence), kept.invalidated)
         } else {
-            kept.invalidated
+            (kept.invalidated, kept.before)
         };
-        if !self.write_fence(fence, mark, kept.recompute, keep_ms, invalidated) {
+        if !self.write_fence(fence, mark, kept.recompute, keep_ms, invalidated, before) {
             return None;
         }
         Some(fence)
@@ -576,14 +584,19 @@ impl Run<'_> {
         if current != Some(fence) {
             return refuse(self, "fence");
         }
-        // A write-through that began before an invalidation other than its own.
+        // A write-through that began before an invalidation other than its own: the last,
+        // or, when its own is the last, the one before it.
         let own = self.arg(11)?.to_vec();
-        if !own.is_empty()
-            && let Some(invalidated) = kept.invalidated
-            && Some(invalidated) != tonumber(&own)
-            && invalidated >= self.number(12)?
-        {
-            return refuse(self, "fence");
+        if !own.is_empty() {
+            let other = match kept.invalidated {
+                Some(last) if Some(last) == tonumber(&own) => kept.before,
+                last => last,
+            };
+            if let Some(other) = other
+                && other >= self.number(12)?
+            {
+                return refuse(self, "fence");
+            }
         }
         let read_under = self.arg(9)?.to_vec();
         if !read_under.is_empty() && read_under != self.incarnation() {
@@ -628,6 +641,7 @@ impl Run<'_> {
             recompute,
             lua_max(FENCE_KEEP_MS, ttl),
             kept.invalidated,
+            kept.before,
         );
         let waited = lease.as_ref().is_some_and(|lease| lease.waited);
         if owner && waited && envelope.len() as f64 <= self.number(10)? {
@@ -665,13 +679,13 @@ impl Run<'_> {
                 && !version_above(version, stored_version)
             {
                 let fence = current.unwrap_or(now * 1024.0);
-                let invalidated = kept.invalidated;
                 if !self.write_fence(
                     fence,
                     Some(version),
                     kept.recompute,
                     FENCE_KEEP_MS,
-                    invalidated,
+                    kept.invalidated,
+                    kept.before,
                 ) {
                     return Ok(Value::Int(-2));
                 }

@@ -737,22 +737,42 @@ fn an_eviction_takes_a_key_without_a_word() {
 
 #[test]
 fn a_write_through_is_refused_after_another_invalidation_since_it_began() {
-    for other_writer in [false, true] {
+    // Where another writer's invalidation got in: none, after the insert's own, between
+    // the insert's start and its own, before the insert began.
+    let cases = [
+        (None, "stored"),
+        (Some(false), "fence"),
+        (Some(true), "fence"),
+    ];
+    for (other_first, outcome) in cases {
         let mut fixture = Fixture::new();
-        // The insert began at T - 1 and its own invalidation ran at T.
-        let own = int(&fixture.invalidate(T, None).reply) as u64;
-        if other_writer {
-            // Another writer's invalidation got in before the insert took the lease.
+        // The insert began at T - 1 and its own invalidation ran at T + 1.
+        if other_first == Some(true) {
+            // Another insert that began later got its invalidation in first.
+            fixture.invalidate(T, None);
+        }
+        let own = int(&fixture.invalidate(T + 1, None).reply) as u64;
+        if other_first == Some(false) {
             fixture.invalidate(T + 1, None);
         }
         let read = fixture.read(T + 2, "refresh", A, -1, -1);
         let fence = int(&read[2]) as u64;
         let published = fixture.publish_written_through(T + 3, fence, A, (own, (T - 1) * 1024));
-        let outcome = if other_writer { "fence" } else { "stored" };
         assert_eq!(
             published.reply,
             Value::Array(vec![bulk(outcome), Value::Int(1)]),
-            "another writer: {other_writer}"
+            "another writer's invalidation first: {other_first:?}"
         );
     }
+    // An invalidation before the insert began retires nothing it writes.
+    let mut fixture = Fixture::new();
+    fixture.invalidate(T - 2, None);
+    let own = int(&fixture.invalidate(T + 1, None).reply) as u64;
+    let read = fixture.read(T + 2, "refresh", A, -1, -1);
+    let fence = int(&read[2]) as u64;
+    let published = fixture.publish_written_through(T + 3, fence, A, (own, (T - 1) * 1024));
+    assert_eq!(
+        published.reply,
+        Value::Array(vec![bulk("stored"), Value::Int(1)])
+    );
 }

@@ -23,7 +23,7 @@ if version ~= nil then
     -- still in flight from an older source must not be stored after it. (A lost fence
     -- is made anew, which also fences out the loads in flight.)
     local fence = current or now * 1024
-    if not write_fence(fence, version, kept.recompute, FENCE_KEEP_MS, kept.invalidated) then
+    if not write_fence(fence, version, kept.recompute, FENCE_KEEP_MS, kept.invalidated, kept.before) then
       return -2
     end
     -- Still announced under the current fence: a replica's memory may hold a copy from an

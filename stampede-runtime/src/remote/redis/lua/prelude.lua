@@ -96,8 +96,10 @@ end
 
 -- The fence key: "<fence>", then "m<20-digit mark>" once an invalidation named a source
 -- version, "r<ms>", the key's last recompute time (for the replicas that wait on a
--- lease, once the value that carried it has expired), and "i<fence>", the fence the
--- last invalidation raised it to (a write-through that began before it is refused).
+-- lease, once the value that carried it has expired), "i<fence>", the fence the last
+-- invalidation raised it to, and "b<fence>", the one the invalidation before it raised it
+-- to (a write-through that began before an invalidation other than its own is refused:
+-- when its own is the last, the one before tells).
 -- Its fields, or nil if not ours.
 local function get_fence()
   local v = get_string(KEYS[3])
@@ -109,14 +111,16 @@ local function get_fence()
     mark = version_or_nil(string.match(v, ' m(%d+)')),
     recompute = exact(string.match(v, ' r(%d+)')),
     invalidated = exact(string.match(v, ' i(%d+)')),
+    before = exact(string.match(v, ' b(%d+)')),
   }
 end
 
-local function write_fence(fence, mark, recompute, keep_ms, invalidated)
+local function write_fence(fence, mark, recompute, keep_ms, invalidated, before)
   local value, keep = digits(fence), keep_ms
   if mark ~= nil then value, keep = value .. ' m' .. mark, math.max(keep_ms, MARK_KEEP_MS) end
   if recompute ~= nil then value = value .. ' r' .. digits(recompute) end
   if invalidated ~= nil then value = value .. ' i' .. digits(invalidated) end
+  if before ~= nil then value = value .. ' b' .. digits(before) end
   return wrote(redis.pcall('SET', KEYS[3], value, 'PX', keep))
 end
 
@@ -136,9 +140,9 @@ local function raise_fence(now, stored_fence, keep_ms, mark, invalidation)
   if current < now * 1024 then current = now * 1024 end
   if current + 1 >= EXACT then current = now * 1024 end
   local fence = current + 1
-  local invalidated = kept.invalidated
-  if invalidation then invalidated = fence end
-  if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms, invalidated) then
+  local invalidated, before = kept.invalidated, kept.before
+  if invalidation then invalidated, before = fence, kept.invalidated end
+  if not write_fence(fence, mark or kept.mark, kept.recompute, keep_ms, invalidated, before) then
     return nil
   end
   return fence

@@ -21,10 +21,14 @@ end
 if current ~= fence then return refuse('fence') end
 -- A write-through (an insert) is a write older than every invalidation that came after it
 -- began, wherever that invalidation's first step got in: not stored after one. Its own
--- invalidation, which raised the fence as it began, does not count.
-if ARGV[11] ~= '' and kept.invalidated ~= nil and kept.invalidated ~= tonumber(ARGV[11])
-  and kept.invalidated >= tonumber(ARGV[12]) then
-  return refuse('fence')
+-- invalidation, which raised the fence as it began, does not count; when it is the last,
+-- the one before it may still have come after the start (another insert that began later
+-- and got its invalidation in first). Invalidations raise the fence in order, so one
+-- older than that one is older than the start too.
+if ARGV[11] ~= '' then
+  local other = kept.invalidated
+  if other ~= nil and other == tonumber(ARGV[11]) then other = kept.before end
+  if other ~= nil and other >= tonumber(ARGV[12]) then return refuse('fence') end
 end
 -- Read before a restart (or on another node before a failover): its fence may be one the
 -- server handed out again since a snapshot, so it proves nothing.
@@ -44,7 +48,8 @@ if ttl <= 0 then return refuse('expired') end
 if not wrote(redis.pcall('SET', KEYS[1], ARGV[2], 'PX', ttl)) then return refuse('memory') end
 if owner then redis.call('DEL', KEYS[2]) end
 -- The recompute time outlives the value, for whoever waits on the next lease.
-write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl), kept.invalidated)
+write_fence(fence, mark, tonumber(ARGV[8]), math.max(FENCE_KEEP_MS, ttl), kept.invalidated,
+  kept.before)
 -- A small envelope rides along ('v') when a replica waits on the lease: those waiting
 -- answer without reading it again. Without a waiter the notice stays slim.
 if owner and lease.waited and #ARGV[2] <= tonumber(ARGV[10]) then
