@@ -12,7 +12,8 @@
 //! - **One origin call** (d): without faults, with coalescing and a shared store, a key's
 //!   origin calls never overlap but across an invalidation or write of the key, and no
 //!   call starts while a value the fleet loaded is still fresh (unless XFetch refreshed it
-//!   early or a write retired it).
+//!   early or a write retired it); a refresh still running when too little of the value's
+//!   servable window is left is taken over, as `docs/fleet.md` states, and overlaps it.
 //! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
 //!   lease and the store's timeouts; never hung.
 //! - **Admission** (f): a replica's origin calls at once never pass its limit.
@@ -200,14 +201,27 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
             if k2 != key || s2 < s1 {
                 continue;
             }
-            // A refresh held elsewhere is taken over before the stale window ends, so the
-            // stale window never turns into misses: near its end, a second call is due.
-            let value_before = origins
+            // A refresh held elsewhere is taken over before the value's servable window
+            // ends (its stale window, or its fresh time when XFetch refreshes it early and
+            // it has none), so the window never turns into misses for want of a lease:
+            // near its end, a second call is due. The value is the last one loaded or
+            // inserted before the first call began.
+            let loaded = origins
                 .iter()
                 .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
-                .map(|&(_, _, _, e, _)| e)
-                .max();
-            let taken_over = shape.stale > Duration::ZERO
+                .map(|&(_, _, _, e, _)| e);
+            let inserted = events.iter().filter_map(|event| match event {
+                Event::Write {
+                    key: k,
+                    how: How::Insert,
+                    end,
+                    ..
+                } if *k == key && *end <= s1 => Some(*end),
+                _ => None,
+            });
+            let value_before = loaded.chain(inserted).max();
+            let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
+            let taken_over = refreshed
                 && value_before.is_some_and(|loaded| {
                     let stale_ends = loaded + us(shape.fresh + shape.stale);
                     s2 + us(shape.origin.1) + 100_000 >= stale_ends
