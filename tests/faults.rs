@@ -1343,6 +1343,35 @@ async fn a_copy_made_while_degraded_is_served_no_longer_than_the_stale_window() 
     redis.heal();
 }
 
+/// A value loaded while Redis could not be read is no fail-safe past the degraded bound
+/// either: no invalidation reaches it, and the simulator saw one served as the last good
+/// value seconds after another replica's invalidation had returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_made_while_degraded_is_no_fail_safe_past_the_degraded_bound() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let runtime = replica(Backend::redis(redis.url()));
+    let (fresh, stale) = (Duration::from_millis(300), Duration::from_millis(200));
+    let policy = policy("degraded-fail-safe", fresh)
+        .stale(stale)
+        .stale_if_error(Duration::from_secs(30));
+    let cache: Cache<u64, u64, AppError> = cache(&runtime, policy);
+    let source = Source::default();
+    source.load(&cache, 99, Duration::ZERO).await.unwrap();
+    redis.black_hole();
+    source.set(1);
+    assert_eq!(source.load(&cache, 1, Duration::ZERO).await, Ok(1));
+    tokio::time::sleep(fresh + stale + Duration::from_millis(100)).await;
+    let failing = bounded(cache.load(1, || async { Err(AppError::Down(1)) })).await;
+    assert_eq!(
+        failing,
+        Err(AppError::Down(1)),
+        "a value nobody could invalidate, served as the last good one past its bound"
+    );
+    redis.heal();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evictions_never_bring_back_a_version_an_invalidation_retired() {
     let Some(redis) = RedisServer::start() else {

@@ -50,12 +50,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         Some(envelope)
     }
 
-    /// `envelope`, servable no longer than the degraded bound from now.
+    /// `envelope`, servable no longer than the degraded bound from now, as a fail-safe
+    /// value (`stale_if_error`) neither: no invalidation reaches it, so a failing origin
+    /// is no reason to serve it past the bound (it was served as the last good value, at
+    /// times seconds after another replica's invalidation had returned).
     pub(super) fn degraded(&self, mut envelope: Envelope<V>, tier: &Tier<K, V>) -> Envelope<V> {
         let bound = tier.remote.degraded_ttl.unwrap_or(self.policy.stale());
         let until = self.clock.now() + bound;
         envelope.stale_until = envelope.stale_until.min(until);
         envelope.fresh_until = envelope.fresh_until.min(envelope.stale_until);
+        envelope.keep_until = envelope.keep_until.min(until);
         envelope
     }
 
