@@ -21,9 +21,6 @@ mod cluster {}
 #[doc = include_str!("../docs/configuration.md")]
 mod configuration {}
 
-#[doc = include_str!("../docs/design-choices.md")]
-mod design_choices {}
-
 #[doc = include_str!("../docs/engine.md")]
 mod engine {}
 

@@ -4,7 +4,7 @@ use crate::args::{CacheErrors, Millis};
 use proc_macro2::Span;
 use syn::{Expr, Ident, LitStr, PatIdent, Path, Type};
 
-/// How the leader runs the origin (ARCHITECTURE.md, decision 1).
+/// How the leader runs the origin (ARCHITECTURE.md, rules: flights, *leader and cancellation*).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// Every argument is owned: the origin outlives its callers.

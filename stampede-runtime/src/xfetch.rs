@@ -3,7 +3,7 @@
 //! A caller refreshes early when `now - δ·β·ln(u) >= expiry`: with time-to-expiry `x` that
 //! happens with probability `exp(-x / (δ·β))`, so the chance climbs as expiry nears, and
 //! the slower the recompute (`δ`) the earlier it starts. XFetch only decides *when*; the
-//! flight decides *who*, so a hot key still gets one refresh (ARCHITECTURE.md, decision 6).
+//! flight decides *who*, so a hot key still gets one refresh (ARCHITECTURE.md, rules: flights).
 use std::time::Duration;
 
 /// Whether a fresh hit may refresh its key before it expires, and how eagerly: what
