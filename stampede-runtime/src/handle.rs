@@ -305,14 +305,19 @@ where
     }
 }
 
-/// Implemented by no type: what the compiler names when `invalidate_args` is called on
-/// the handle of a function whose key is an expression.
+/// Implemented by no type, and sealed so none can be: what the compiler names when
+/// `invalidate_args` is called on the handle of a function whose key is an expression.
 #[diagnostic::on_unimplemented(
     message = "this function's key is an expression (`key = ...`), so its handle has no argument form",
     label = "the key is not built from these arguments alone",
     note = "build the key as the `key` expression does and call `invalidate(&key)`"
 )]
-pub trait ArgumentForm {}
+pub trait ArgumentForm: sealed::Sealed {}
+
+mod sealed {
+    /// Unnameable outside this module, so no type outside it implements `ArgumentForm`.
+    pub trait Sealed {}
+}
 
 #[derive(Default)]
 struct Registry {

@@ -47,14 +47,14 @@ mod task;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod warmup;
-pub mod xfetch;
+mod xfetch;
 
 pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue, SourceVersion};
 pub use cache::{Batcher, Cache, CacheBuilder};
 pub use clock::Clock;
 pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
-pub use handle::{ArgumentForm, ExpressionKey, Handle, KeyOf, LeaderMode};
+pub use handle::{ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::{Policy, PolicyBuilder, PolicyError};

@@ -170,7 +170,7 @@ impl Policy {
 
     /// Whether a loaded value is stored (see [`PolicyBuilder::cache_if`]); a value that is
     /// not is still the answer of its load.
-    pub fn caches<V: 'static>(&self, value: &V) -> bool {
+    pub(crate) fn caches<V: 'static>(&self, value: &V) -> bool {
         self.cache_if.as_ref().is_none_or(|keep| keep.keeps(value))
     }
 

@@ -381,6 +381,28 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         Self::builder(policy).build()
     }
 
+    /// A cache kept in this process's memory whatever the runtime's backend, for key and
+    /// value types serde cannot write (the attribute's `local`); callers receive framework
+    /// failures as `E::from(stampede::Error)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::{Cache, Error, Policy};
+    ///
+    /// // No serde: a handle to something that only lives here.
+    /// #[derive(Clone)]
+    /// struct Connection(std::sync::Arc<str>);
+    ///
+    /// let policy = Policy::builder("connections").fresh(Duration::from_secs(60)).build().unwrap();
+    /// let cache: Cache<u64, Connection, Error> = Cache::local(policy);
+    /// ```
+    pub fn local(policy: Policy) -> Self
+    where
+        E: From<Error>,
+    {
+        CacheBuilder::new(policy, E::from).build()
+    }
+
     /// A cache whose callers receive framework failures as `map_error(stampede::Error)`.
     pub fn with_error_map(policy: Policy, map_error: fn(Error) -> E) -> Self
     where
@@ -391,8 +413,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     }
 
     /// A builder for settings beyond the policy (the runtime, the clock). The cache goes
-    /// where its runtime's backend says; [`CacheBuilder::local`] keeps it in memory, and
-    /// [`CacheBuilder::new`] builds caches of types serde cannot write.
+    /// where its runtime's backend says; [`CacheBuilder::local`] keeps it in memory.
+    /// Every builder is local until [`CacheBuilder::shared`], which needs serde: this one
+    /// is `CacheBuilder::new(policy, E::from).shared()`, and [`CacheBuilder::new`] builds
+    /// caches of types serde cannot write.
     pub fn builder(policy: Policy) -> CacheBuilder<K, V, E>
     where
         E: From<Error>,

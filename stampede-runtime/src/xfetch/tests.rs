@@ -30,3 +30,16 @@ fn early_refresh_rate_matches_exp_minus_x_over_beta_delta() {
 fn u_is_never_zero() {
     assert!((0..100_000).map(|_| draw_u()).all(|u| u > 0.0 && u <= 1.0));
 }
+
+#[test]
+fn far_from_expiry_practically_never_and_at_expiry_always() {
+    // A 100 ms recompute ten seconds before expiry, with a middling draw: no.
+    assert!(!should_refresh_early(
+        Duration::from_secs(10),
+        0.1,
+        1.0,
+        0.5
+    ));
+    // At expiry, even with the draw that makes -ln(u) zero: yes.
+    assert!(should_refresh_early(Duration::ZERO, 0.1, 1.0, 1.0));
+}
