@@ -6,9 +6,9 @@
 //!   compare), and the caller's deadline.
 //! - `load.rs`: everything after a lookup that found no plain fresh hit, the steps of a
 //!   load in order (join the flight, memory, the shared store and its lease, admission,
-//!   the origin, the fenced publish, settling and waking the waiters).
-//! - `settle.rs`: steps 6 and 7's answer (what a load answers and stores) and settling
-//!   the flight; `copies.rs`: what memory keeps of a shared value, and for how long;
+//!   the origin, the fenced publish, settling and waking the waiters), with steps 6 and
+//!   7's answer (what a load answers and stores) and settling the flight;
+//! - `copies.rs`: what memory keeps of a shared value, and for how long;
 //!   `marks.rs`: source versions, read from values, and the marks that refuse an older
 //!   one; `tagging.rs`: the versions of an entry's tags, checked before it is stored
 //!   (with the publish, step 6's writes), and a tag of this cache alone.
@@ -33,7 +33,6 @@ mod lookup;
 mod marks;
 mod notices;
 mod remote;
-mod settle;
 mod tagging;
 mod write;
 
