@@ -133,7 +133,7 @@ pub struct BackendStats {
     /// used in the last minute.
     pub notice_buckets: u64,
     /// This replica's subscription to notices is up. While it is down, notices from other
-    /// replicas may be missed: a tiered node drops its copies of what Redis holds when it
+    /// replicas may be missed: a tiered replica drops its copies of what Redis holds when it
     /// goes down and again when it is back, and makes none in between (each call reads
     /// Redis), so no copy outlives a notice it missed.
     pub subscribed: bool,

@@ -81,7 +81,7 @@ impl LeaseWait {
         let found = match carried {
             Some(carried) => {
                 let (now, generation) = (inner.clock.now(), inner.next_generation());
-                let settled = tier.settle(key, carried, None, now, generation, watching);
+                let settled = tier.take_read(key, carried, None, now, generation, watching);
                 let settled = settled.await;
                 if settled.envelope.is_some() {
                     settled

@@ -233,7 +233,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// read memory and then became leader after another flight settled takes it instead
     /// of calling the origin a second time.
     fn stored_since(&self, key: &K, seen: Option<u64>) -> Option<V> {
-        let current = self.store.get(key)?;
+        let current = self.memory.get(key)?;
         let newer = seen.is_none_or(|generation| current.generation > generation);
         (newer && current.state(self.clock.now()) == State::Fresh).then(|| current.value.clone())
     }
@@ -633,7 +633,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             // A value supersedes an error negative caching kept for its key.
             self.forget_error(&key);
-            self.store.insert(key, envelope);
+            self.memory.insert(key, envelope);
         };
         leader.settle(answer.clone(), store);
         answer
@@ -660,7 +660,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let last = if shed {
             self.counters.shed.bump();
             // keep_until is stale_until, or later only under stale_if_error.
-            self.store.get(&key).filter(|last| now < last.keep_until)
+            self.memory.get(&key).filter(|last| now < last.keep_until)
         } else {
             None
         };

@@ -83,7 +83,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     pub(crate) fn lookup(&self, key: &K) -> Lookup<V> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        match inner.store.get_unchecked(key) {
+        match inner.memory.get_unchecked(key) {
             // A plain value (neither re-armed nor tagged): one compare of its marks.
             Some(current) if current.state(now) == State::Fresh && current.plain() => {
                 inner.fresh(key, current, now)
@@ -116,7 +116,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// current (else it is gone), the rest is handed to the load.
     #[inline(never)]
     fn marked(&self, key: &K, held: Option<Arc<Envelope<V>>>, now: Instant) -> Lookup<V> {
-        let current = held.filter(|held| self.store.unless_retired(key, held));
+        let current = held.filter(|held| self.memory.unless_retired(key, held));
         match current {
             Some(current) if current.state(now) == State::Fresh && !current.rearmed() => {
                 self.fresh(key, current, now)

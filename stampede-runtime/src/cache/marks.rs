@@ -62,7 +62,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let Some(version) = envelope.source_version else {
             return false;
         };
-        (self.store.get_arc(key))
+        (self.memory.get_arc(key))
             .and_then(|held| held.source_version)
             .is_some_and(|held| held > version)
     }
@@ -71,7 +71,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// the mark before it (a retry at the mark applies again, as in the shared store) and
     /// above the version of the value held.
     pub(super) fn raise_mark(&self, key: &K, version: u64) -> bool {
-        let held = self.store.get(key).and_then(|held| held.source_version);
+        let held = self.memory.get(key).and_then(|held| held.source_version);
         let marks = self.marks.get_or_init(|| {
             // Bounded like the values: a mark outlives a value of its key, not the cache.
             moka::sync::Cache::builder()

@@ -285,7 +285,7 @@ where
             runtime: tag_runtime,
         };
         let inner = Arc::new_cyclic(|me| Inner {
-            store: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
+            memory: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
             known_errors,
             hot: HotKeys::new(policy.hot_keys()),
             policy,
@@ -315,7 +315,7 @@ pub(crate) struct Inner<K, V, E> {
     policy: Policy,
     gate: Gate,
     clock: Clock,
-    store: MemoryStore<K, V>,
+    memory: MemoryStore<K, V>,
     /// Errors kept by negative caching (`cache_errors`), when the policy asks for it.
     known_errors: Option<KnownErrors<K, E>>,
     flights: Arc<Flights<K, Result<V, E>>>,
@@ -465,7 +465,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// The value cached for `key` if it may still be served (fresh or stale), without
     /// loading or counting.
     pub fn peek(&self, key: &K) -> Option<V> {
-        let envelope = self.inner.store.get(key)?;
+        let envelope = self.inner.memory.get(key)?;
         (envelope.state(self.inner.clock.now()) != State::Expired).then(|| envelope.value.clone())
     }
 }
@@ -508,7 +508,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// origin.
     fn last_good(&self, key: &K, now: Instant) -> Option<Envelope<V>> {
         self.policy.stale_if_error()?;
-        self.store.get(key).filter(|last| now < last.keep_until)
+        self.memory.get(key).filter(|last| now < last.keep_until)
     }
 }
 
@@ -524,7 +524,7 @@ where
 
     fn stats(&self) -> Stats {
         self.counters
-            .snapshot(self.flights.len(), self.store.entry_count())
+            .snapshot(self.flights.len(), self.memory.entry_count())
     }
 }
 

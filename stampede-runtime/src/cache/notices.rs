@@ -21,14 +21,14 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// written under, which the demoted copy keeps.
     fn demote(&self, tier: &Tier<K, V>, key: &K, since: u64, fence: u64) -> bool {
         let now = self.clock.now();
-        let Some(held) = self.store.get_arc(key) else {
+        let Some(held) = self.memory.get_arc(key) else {
             return false;
         };
         if held.stale_until <= now {
             return false;
         }
         let demoted = self
-            .store
+            .memory
             .replace_if(key, held.generation, |held| Envelope {
                 fresh_until: now,
                 ..held.clone()
@@ -51,7 +51,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 /// lost (or lagging) subscription drops every copy of what the store holds, and so does
 /// subscribing again, which also detaches every running load, since notices sent in
 /// between were missed.
-pub(super) async fn listen<K, V, E>(
+pub(super) async fn follow<K, V, E>(
     inner: Weak<Inner<K, V, E>>,
     mut events: broadcast::Receiver<StoreEvent>,
 ) where
@@ -83,7 +83,7 @@ pub(super) async fn listen<K, V, E>(
                     && !(notice.kind == NoticeKind::Published
                         && inner.demote(tier, &key, since, fence))
                 {
-                    inner.store.invalidate(&key);
+                    inner.memory.invalidate(&key);
                     inner.forget_error(&key);
                 }
             }
@@ -110,7 +110,7 @@ pub(super) async fn listen<K, V, E>(
                     }
                 }
                 for key in tier.forget_heard_copies(before) {
-                    inner.store.invalidate(&key);
+                    inner.memory.invalidate(&key);
                 }
                 if let Some(known) = &inner.known_errors {
                     known.clear();

@@ -44,7 +44,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 crate::memory::lifetime(&self.policy, self.clock.is_real_time()),
             ));
             // On the store's threads, so it outlives the runtime that first connected.
-            crate::remote::background::spawn(notices::listen(self.me.clone(), events));
+            crate::remote::background::spawn(notices::follow(self.me.clone(), events));
             Some(tier)
         });
         tier.as_ref()
@@ -223,7 +223,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             token: LeaseToken::of_replica(tier.remote.store().replica()),
             flight,
         };
-        let mut recompute = self.store.get_arc(key).map(|held| seconds(held.delta));
+        let mut recompute = self.memory.get_arc(key).map(|held| seconds(held.delta));
         let mut found = reads.read(entry, recompute, watching).await;
         if takes_lease && found.holder().is_some() {
             self.counters.leases_lost.bump();

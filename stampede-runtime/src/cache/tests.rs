@@ -40,7 +40,7 @@ async fn i64_versions_order_loads_and_invalidations_as_u64_ones_do() {
     let cache = signed_versions(&runtime);
     cache.load(1, || async { Ok(('a', 42)) }).await.unwrap();
     assert_eq!(
-        cache.inner.store.get(&1).and_then(|e| e.source_version),
+        cache.inner.memory.get(&1).and_then(|e| e.source_version),
         Some(42)
     );
     cache.invalidate_at(&1, 41_i64).await.unwrap();
@@ -65,7 +65,7 @@ async fn a_negative_version_is_no_version() {
     cache.load(1, || async { Ok(('n', -5)) }).await.unwrap();
     assert_eq!(cache.peek(&1), Some(('n', -5)), "stored");
     assert_eq!(
-        cache.inner.store.get(&1).and_then(|e| e.source_version),
+        cache.inner.memory.get(&1).and_then(|e| e.source_version),
         None
     );
     cache.invalidate_at(&1, 0_i64).await.unwrap();
@@ -135,7 +135,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     // gone once the notice sent after the event names it, tells when the event was
     // handled: events are handled in order.
     let (events, heard) = broadcast::channel(16);
-    crate::remote::background::spawn(notices::listen(Arc::downgrade(&cache.inner), heard));
+    crate::remote::background::spawn(notices::follow(Arc::downgrade(&cache.inner), heard));
     let marker = |key: u64| {
         let cache = cache.clone();
         async move {

@@ -249,7 +249,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// and if it could not list them, nothing is queued and the call should be repeated.
     pub async fn invalidate_all(&self) -> Result<(), Error> {
         self.inner.flights.invalidate_all();
-        self.inner.store.invalidate_all();
+        self.inner.memory.invalidate_all();
         if let Some(known) = &self.inner.known_errors {
             known.clear();
         }
@@ -281,7 +281,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// answer their callers but store nothing), its memory copy and a kept error dropped.
     pub(super) fn invalidate_here(&self, key: &K) {
         self.flights.invalidate(key);
-        self.store.invalidate(key);
+        self.memory.invalidate(key);
         self.forget_error(key);
     }
 

@@ -52,7 +52,7 @@ pub enum Backend {
         url: String,
     },
     /// moka in front of Redis: hits are served from memory, misses read Redis before the
-    /// origin, and an invalidation reaches every node's memory.
+    /// origin, and an invalidation reaches every replica's memory.
     Tiered {
         /// `redis://host:6379/0`, `rediss://…`.
         url: String,

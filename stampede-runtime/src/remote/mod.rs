@@ -21,8 +21,8 @@
 //! stampede:3:{user-profile:v1:acme:42}:fence  "<fence> [m<mark>] [r<recompute ms>] [i<fence>] [b<fence>]": raised by
 //!                                             leases and invalidations; m: the source-version mark, r: the last
 //!                                             recompute time, i and b: the fences of the last invalidation and the one before
-//! stampede:3:notices                          channel: tag moves, `t <version> <node> <tag>`
-//! stampede:3:notices:2a7                      a key's bucket channel: `<p|i|r> <fence> <node> <value key>`,
+//! stampede:3:notices                          channel: tag moves, `t <version> <replica> <tag>`
+//! stampede:3:notices:2a7                      a key's bucket channel: `<p|i|r> <fence> <replica> <value key>`,
 //!                                             or `v …` for a publish carrying its envelope
 //! ```
 //! All three keys share the hash tag, so each script touches one cluster slot.

@@ -190,7 +190,7 @@ impl Remote {
         lease: Option<LeaseRequest>,
     ) -> Result<Read, StoreError> {
         if self.pending.load(Ordering::Acquire) {
-            self.settle_owed_for(key).await?;
+            self.pay_owed_for(key).await?;
         }
         let read = self.store.read(key, lease).await;
         if let (Err(error), Some(request)) = (&read, lease)
@@ -207,7 +207,7 @@ impl Remote {
     }
 
     /// Sends `key`'s owed invalidation, if any; fails while a sweep of its cache is owed.
-    async fn settle_owed_for(&self, key: &EntryKey) -> Result<(), StoreError> {
+    async fn pay_owed_for(&self, key: &EntryKey) -> Result<(), StoreError> {
         let (entry, swept) = {
             let owed = self.owed();
             let entry = owed.keys.get(key.value()).cloned();

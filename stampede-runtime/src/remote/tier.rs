@@ -355,7 +355,7 @@ where
                 };
             }
         };
-        self.settle(entry, read, lease, now, generation, watching)
+        self.take_read(entry, read, lease, now, generation, watching)
             .await
     }
 
@@ -384,7 +384,7 @@ where
 
     /// The second half of [`Tier::find`]: what `read` found, for the load `watching`
     /// registered.
-    pub(crate) async fn settle(
+    pub(crate) async fn take_read(
         &self,
         entry: EntryKey,
         read: Read,

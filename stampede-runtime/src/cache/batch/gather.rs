@@ -255,7 +255,7 @@ where
     /// `ticket`'s key moved to `to` (answered, or parked); if it was the last of its call
     /// on its way, the keys handed over are due: asked for in a task of their own (their
     /// loads outlive this caller), or, without a runtime, by the call's caller.
-    fn settle(&self, ticket: &Ticket, to: u8) {
+    fn advance(&self, ticket: &Ticket, to: u8) {
         if !ticket.advance(to) {
             return;
         }
@@ -369,6 +369,6 @@ where
     F: Origin<K, V, E>,
 {
     fn park(&self, ticket: &Ticket, to: u8) {
-        self.settle(ticket, to);
+        self.advance(ticket, to);
     }
 }

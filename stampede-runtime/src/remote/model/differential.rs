@@ -1355,7 +1355,7 @@ struct Generator<'s> {
     /// The caches the entries belong to (name, version), for SCAN's patterns.
     caches: Vec<(&'static str, u32)>,
     tags: Vec<String>,
-    /// Replica ids (`hub.node()`), 16 hex digits.
+    /// Replica ids (`hub.replica()`), 16 hex digits.
     nodes: Vec<String>,
     /// Lease tokens (`LeaseToken`), 16 hex digits.
     tokens: Vec<String>,

@@ -1,11 +1,11 @@
 //! The notice subscription: one RESP3 connection per store, demultiplexed per key.
 //!
 //! Publishes and invalidations announce themselves on their key's bucket channel (see
-//! [`super::listen`]) with a slim notice, `<kind> <fence> <node> <value key>` (kind `p`
+//! [`super::listen`]) with a slim notice, `<kind> <fence> <replica> <value key>` (kind `p`
 //! published, `i` invalidated, `r` lease released), or, for a publish whose envelope is
 //! small and whose lease another replica waits on,
-//! `v <fence> <node> <key length> <value key><envelope>`: the waiters it wakes answer
-//! from it without reading again. A tag's move, `t <version> <node> <tag>`, goes to the
+//! `v <fence> <replica> <key length> <value key><envelope>`: the waiters it wakes answer
+//! from it without reading again. A tag's move, `t <version> <replica> <tag>`, goes to the
 //! prefix's own channel. The hub wakes the waiters registered for that key and forwards
 //! key notices to the caches' [`StoreEvent`] listeners, tag notices to the tag book's.
 //!
@@ -40,7 +40,7 @@ const EVENT_BACKLOG: usize = 1024;
 
 pub(crate) struct NoticeHub {
     /// This store's id in notices, so it can tell its own.
-    node: String,
+    replica: String,
     waiters: Mutex<BTreeMap<String, Vec<oneshot::Sender<Wake>>>>,
     /// Key notices and subscription changes, for the caches' listeners.
     events: broadcast::Sender<StoreEvent>,
@@ -60,9 +60,9 @@ pub(crate) struct NoticeHub {
 }
 
 impl NoticeHub {
-    pub(crate) fn new(node: String) -> Self {
+    pub(crate) fn new(replica: String) -> Self {
         Self {
-            node,
+            replica,
             waiters: Mutex::new(BTreeMap::new()),
             events: broadcast::channel(EVENT_BACKLOG).0,
             tag_events: broadcast::channel(EVENT_BACKLOG).0,
@@ -74,8 +74,8 @@ impl NoticeHub {
         }
     }
 
-    pub(crate) fn node(&self) -> &str {
-        &self.node
+    pub(crate) fn replica(&self) -> &str {
+        &self.replica
     }
 
     fn waiters(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<oneshot::Sender<Wake>>>> {
@@ -167,7 +167,7 @@ impl NoticeHub {
             _ => return None,
         };
         let fence = parts.next()?.parse().ok()?;
-        let own = parts.next()? == self.node;
+        let own = parts.next()? == self.replica;
         let key = parts.next()?.to_owned();
         Some(Notice {
             kind,
@@ -178,13 +178,13 @@ impl NoticeHub {
         })
     }
 
-    /// A publish with its envelope: `v <fence> <node> <key length> <key><envelope>`,
+    /// A publish with its envelope: `v <fence> <replica> <key length> <key><envelope>`,
     /// the key's length in bytes, the envelope's bytes as stored.
     fn parse_with_value(&self, rest: &[u8]) -> Option<Notice> {
         let mut fields = rest.splitn(4, |&byte| byte == b' ');
         let number = |field: &[u8]| std::str::from_utf8(field).ok()?.parse::<u64>().ok();
         let fence = number(fields.next()?)?;
-        let own = fields.next()? == self.node.as_bytes();
+        let own = fields.next()? == self.replica.as_bytes();
         let key_len = usize::try_from(number(fields.next()?)?).ok()?;
         let tail = fields.next()?;
         let key = std::str::from_utf8(tail.get(..key_len)?).ok()?.to_owned();

@@ -219,7 +219,7 @@ impl Client {
                     .arg(publication.keep_until_ms)
                     .arg(version.as_str())
                     .arg(self.channel_of(key).as_str())
-                    .arg(self.hub.node())
+                    .arg(self.hub.replica())
                     .arg(token.as_str())
                     .arg(millis(publication.recompute))
                     .arg(publication.incarnation.as_str())
@@ -254,7 +254,7 @@ impl Client {
                 entry_keys(&mut invocation, key);
                 invocation
                     .arg(self.channel_of(key).as_str())
-                    .arg(self.hub.node())
+                    .arg(self.hub.replica())
                     .arg(version.as_str());
                 async move { invocation.invoke_async(&mut connection).await }
             })
@@ -286,7 +286,7 @@ impl Client {
                 invocation
                     .arg(token.as_str())
                     .arg(self.channel_of(key).as_str())
-                    .arg(self.hub.node());
+                    .arg(self.hub.replica());
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
@@ -452,7 +452,7 @@ impl RemoteStore for RedisStore {
     }
 
     fn replica(&self) -> &str {
-        self.client.hub.node()
+        self.client.hub.replica()
     }
 
     fn count_decode_failure(&self) {

@@ -240,7 +240,11 @@ impl Naming {
         if self.refused {
             return;
         }
-        let name = format!("{}-{}", client.config.access.client_name, client.hub.node());
+        let name = format!(
+            "{}-{}",
+            client.config.access.client_name,
+            client.hub.replica()
+        );
         let breaker = client.shards.breaker("");
         let named = client
             .call_optional(&breaker, |connection| set_name(connection, name.clone()))

@@ -26,7 +26,7 @@ impl Client {
                     .key(key.as_str())
                     .arg(keep)
                     .arg(self.channel.as_str())
-                    .arg(self.hub.node())
+                    .arg(self.hub.replica())
                     .arg(tag);
                 async move { invocation.invoke_async(&mut connection).await }
             })

@@ -387,9 +387,9 @@ impl Run<'_> {
         }
     }
 
-    fn notice(&mut self, channel: &[u8], kind: &str, fence: f64, node: &[u8]) {
+    fn notice(&mut self, channel: &[u8], kind: &str, fence: f64, replica: &[u8]) {
         let mut message = format!("{kind} {} ", digits(fence)).into_bytes();
-        message.extend_from_slice(node);
+        message.extend_from_slice(replica);
         message.push(b' ');
         message.extend_from_slice(&self.keys[0]);
         self.send(channel, message);
@@ -569,13 +569,13 @@ impl Run<'_> {
             .as_ref()
             .is_some_and(|lease| !token.is_empty() && lease.token == token);
         let channel = self.arg(5)?.to_vec();
-        let node = self.arg(6)?.to_vec();
+        let replica = self.arg(6)?.to_vec();
         let refuse = |run: &mut Self, outcome: &str| {
             if owner {
                 let lease_key = run.keys[1].clone();
                 run.del(&[&lease_key]);
             }
-            run.notice(&channel, "r", fence, &node);
+            run.notice(&channel, "r", fence, &replica);
             Ok(Value::Array(vec![
                 Value::BulkString(outcome.as_bytes().to_vec()),
                 Value::Int(1),
@@ -646,13 +646,13 @@ impl Run<'_> {
         let waited = lease.as_ref().is_some_and(|lease| lease.waited);
         if owner && waited && envelope.len() as f64 <= self.number(10)? {
             let mut message = format!("v {} ", digits(fence)).into_bytes();
-            message.extend_from_slice(&node);
+            message.extend_from_slice(&replica);
             message.extend_from_slice(format!(" {} ", value_key.len()).as_bytes());
             message.extend_from_slice(&value_key);
             message.extend_from_slice(&envelope);
             self.send(&channel, message);
         } else {
-            self.notice(&channel, "p", fence, &node);
+            self.notice(&channel, "p", fence, &replica);
         }
         Ok(Value::Array(vec![
             Value::BulkString(b"stored".to_vec()),
@@ -668,7 +668,7 @@ impl Run<'_> {
         let version = version_or_nil(Some(self.arg(3)?));
         let kept = self.get_fence().unwrap_or_default();
         let (current, mark) = (kept.fence, kept.mark.clone());
-        let (channel, node) = (self.arg(1)?.to_vec(), self.arg(2)?.to_vec());
+        let (channel, replica) = (self.arg(1)?.to_vec(), self.arg(2)?.to_vec());
         if let Some(version) = &version {
             if let Some(mark) = &mark
                 && version_above(mark, version)
@@ -689,7 +689,7 @@ impl Run<'_> {
                 ) {
                     return Ok(Value::Int(-2));
                 }
-                self.notice(&channel, "i", fence, &node);
+                self.notice(&channel, "i", fence, &replica);
                 return Ok(Value::Int(-1));
             }
         }
@@ -697,7 +697,7 @@ impl Run<'_> {
         self.del(&[&value_key, &lease_key]);
         let stored_fence = head.as_ref().and_then(|head| head.fence);
         let fence = self.raise_fence(now, stored_fence, FENCE_KEEP_MS, version.as_deref(), true);
-        self.notice(&channel, "i", fence.unwrap_or(0.0), &node);
+        self.notice(&channel, "i", fence.unwrap_or(0.0), &replica);
         Ok(Value::Int(fence.map_or(-2, |fence| fence as i64)))
     }
 
@@ -709,8 +709,8 @@ impl Run<'_> {
         };
         let lease_key = self.keys[1].clone();
         self.del(&[&lease_key]);
-        let (channel, node) = (self.arg(2)?.to_vec(), self.arg(3)?.to_vec());
-        self.notice(&channel, "r", lease.fence, &node);
+        let (channel, replica) = (self.arg(2)?.to_vec(), self.arg(3)?.to_vec());
+        self.notice(&channel, "r", lease.fence, &replica);
         Ok(Value::Int(1))
     }
 

@@ -1,4 +1,4 @@
--- invalidate(value, lease, fence; channel, node, version or '')
+-- invalidate(value, lease, fence; channel, replica, version or '')
 --   -> the new fence; -1 when the version arrived late (the mark still rises to it, and
 --      copies older than the current fence are told to go); -2 when memory is full and a
 --      late version's mark could not be written: nothing changed and nobody was told, so

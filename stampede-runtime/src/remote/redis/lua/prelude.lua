@@ -186,6 +186,6 @@ local function incarnation()
   return string.match(info, 'run_id:(%x+)') or ''
 end
 
-local function notice(channel, kind, fence, node)
-  redis.call('PUBLISH', channel, kind .. ' ' .. digits(fence) .. ' ' .. node .. ' ' .. KEYS[1])
+local function notice(channel, kind, fence, replica)
+  redis.call('PUBLISH', channel, kind .. ' ' .. digits(fence) .. ' ' .. replica .. ' ' .. KEYS[1])
 end

@@ -1,4 +1,4 @@
--- publish(value, lease, fence; fence, envelope, keep_until_ms, version or '', channel, node,
+-- publish(value, lease, fence; fence, envelope, keep_until_ms, version or '', channel, replica,
 --         token or '', recompute_ms, run id of the read or '', largest envelope announced,
 --         a write-through's own invalidation's fence or '', the fence its start stands at)
 --   -> {'stored' | 'fence' | 'restarted' | 'version' | 'expired' | 'memory', notices sent}

@@ -1,4 +1,4 @@
--- release(value, lease, fence; token, channel, node) -> 1 if released, else 0
+-- release(value, lease, fence; token, channel, replica) -> 1 if released, else 0
 -- Only the holder's token releases the lease (a plain DEL would free someone else's).
 -- The token is the replica's own, so a lease whose grant it never heard of (a lost reply)
 -- is released as surely as one it knows.

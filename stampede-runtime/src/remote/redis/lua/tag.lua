@@ -1,4 +1,4 @@
--- tag(tag; keep ms, channel, node, tag name) -> the tag's new version as decimal text, or
+-- tag(tag; keep ms, channel, replica, tag name) -> the tag's new version as decimal text, or
 -- 'memory <version>' when memory is full and the version could not be kept (the notice still
 -- went out; the caller sends it again).
 -- A version is the server's clock in microseconds, or one above the version stored when
