@@ -343,6 +343,7 @@ async fn a_self_method_coalesces_and_keeps_its_own_cache() {
     stale_if_error = "5m",
     jitter = 0.15,
     timeout = "2s",
+    load_timeout = "1500ms",
     admission = "db",
     lease = "5s",
     name = "user-profile",
@@ -367,6 +368,7 @@ fn every_option_reaches_the_policy() {
     assert_eq!(policy.stale_if_error(), Some(Duration::from_secs(300)));
     assert_eq!(policy.jitter(), 0.15);
     assert_eq!(policy.timeout(), Some(Duration::from_secs(2)));
+    assert_eq!(policy.load_timeout(), Some(Duration::from_millis(1500)));
     assert_eq!(policy.admission().map(|a| a.as_ref()), Some("db"));
     assert_eq!(policy.lease(), Duration::from_secs(5));
     assert_eq!(policy.version(), 3);

@@ -290,7 +290,7 @@ async fn a_files_override_changes_the_cache_of_that_name() {
 async fn a_files_durations_read_the_attributes_grammar() {
     let file = ConfigFile::new(
         "grammar",
-        "[functions.\"user-profile\"]\nfresh = \"1h 1m\"\nstale = \"1_500ms\"\n",
+        "[functions.\"user-profile\"]\nfresh = \"1h 1m\"\nstale = \"1_500ms\"\nload_timeout = \"2s\"\n",
     );
     let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
     let policy = Policy::builder("user-profile")
@@ -300,6 +300,7 @@ async fn a_files_durations_read_the_attributes_grammar() {
     let cache: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
     assert_eq!(cache.policy().fresh(), Duration::from_secs(3_660));
     assert_eq!(cache.policy().stale(), 1_500 * MS);
+    assert_eq!(cache.policy().load_timeout(), Some(Duration::from_secs(2)));
 }
 
 /// `xfetch = false` and `xfetch_beta = 0` in the file, and `Overrides::xfetch(false)` in

@@ -118,6 +118,7 @@ mod freshness;
 mod global_runtime;
 mod hot_keys;
 mod identity;
+mod load_timeout;
 mod negative_caching;
 mod notices;
 mod observability;

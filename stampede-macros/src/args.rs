@@ -28,6 +28,7 @@ pub(crate) struct Args {
     pub(crate) stale: Option<Set<Millis>>,
     pub(crate) stale_if_error: Option<Set<Millis>>,
     pub(crate) timeout: Option<Set<Millis>>,
+    pub(crate) load_timeout: Option<Set<Millis>>,
     pub(crate) lease: Option<Set<Millis>>,
     pub(crate) coalesce: Option<Set<bool>>,
     /// β, or `None` where it is written off (`xfetch = false`, `beta = 0`).
@@ -62,7 +63,7 @@ const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the ke
 const MAP_ERROR_HELP: &str = "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`";
 
 /// Every option, for the message about an unknown one.
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, tags, returns, mode, batch";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, load_timeout, admission, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, tags, returns, mode, batch";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -82,6 +83,8 @@ const RENAMED: &[(&str, &str)] = &[
     ("beta", "xfetch(beta = ...)"),
     ("early_refresh", "xfetch"),
     ("deadline", "timeout"),
+    ("origin_timeout", "load_timeout"),
+    ("refresh_timeout", "load_timeout"),
     ("semaphore", "admission"),
 ];
 
@@ -200,6 +203,7 @@ impl Args {
             "stale" => &mut self.stale,
             "stale_if_error" => &mut self.stale_if_error,
             "timeout" => &mut self.timeout,
+            "load_timeout" => &mut self.load_timeout,
             "lease" => &mut self.lease,
             _ => return None,
         })

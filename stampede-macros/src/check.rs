@@ -107,6 +107,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         stale: value(&args.stale),
         stale_if_error: value(&args.stale_if_error),
         timeout: value(&args.timeout),
+        load_timeout: value(&args.load_timeout),
         lease: value(&args.lease),
         coalesce: value(&args.coalesce).unwrap_or(true),
         xfetch: value(&args.xfetch).flatten(),

@@ -112,6 +112,7 @@ pub(crate) struct Plan {
     pub(crate) stale: Option<Millis>,
     pub(crate) stale_if_error: Option<Millis>,
     pub(crate) timeout: Option<Millis>,
+    pub(crate) load_timeout: Option<Millis>,
     pub(crate) lease: Option<Millis>,
     pub(crate) coalesce: bool,
     pub(crate) xfetch: Option<f64>,

@@ -26,6 +26,15 @@ pub enum Error {
         /// The deadline that passed.
         after: Duration,
     },
+    /// The origin call ran past the policy's `load_timeout` and was abandoned: its future
+    /// dropped, its lease and admission permit given back. Every waiter of that load gets
+    /// this error unless a stale or fail-safe value stands in; the next call loads anew.
+    LoadTimeout {
+        /// The cache's name.
+        cache: Arc<str>,
+        /// The origin call's deadline.
+        after: Duration,
+    },
     /// The origin panicked inside a detached flight; every waiter of that flight gets this
     /// error, and the next call starts a new flight.
     OriginPanicked {
@@ -126,6 +135,10 @@ impl fmt::Display for Error {
             Error::Timeout { cache, after } => write!(
                 f,
                 "cache `{cache}`: no value within the caller's deadline of {after:?}"
+            ),
+            Error::LoadTimeout { cache, after } => write!(
+                f,
+                "cache `{cache}`: the origin call ran past its `load_timeout` of {after:?} and was abandoned"
             ),
             Error::OriginPanicked { cache } => {
                 write!(f, "cache `{cache}`: the origin panicked while loading")

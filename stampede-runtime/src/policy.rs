@@ -31,6 +31,7 @@ pub struct Policy {
     jitter: f64,
     xfetch_beta: Option<f64>,
     timeout: Option<Duration>,
+    load_timeout: Option<Duration>,
     coalesce: bool,
     capacity: u64,
     hot_keys: usize,
@@ -71,6 +72,7 @@ impl Policy {
                 jitter: 0.0,
                 xfetch_beta: None,
                 timeout: None,
+                load_timeout: None,
                 coalesce: true,
                 capacity: 10_000,
                 hot_keys: crate::hot_keys::DEFAULT_HOT_KEYS,
@@ -119,6 +121,10 @@ impl Policy {
     /// Per-caller deadline on a miss.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+    /// The deadline of the origin call itself, after which the load is abandoned.
+    pub fn load_timeout(&self) -> Option<Duration> {
+        self.load_timeout
     }
     /// Whether concurrent misses of one key share one origin call.
     pub fn coalesce(&self) -> bool {
@@ -263,6 +269,18 @@ impl PolicyBuilder {
         self.policy.timeout = Some(timeout);
         self
     }
+    /// A deadline for the origin call itself (non-zero): past it the load is abandoned
+    /// (the origin's future is dropped), its shared-store lease given back and its
+    /// admission permit returned, and its callers get the stale or fail-safe value where
+    /// the policy allows one, else [`Error::LoadTimeout`](crate::Error::LoadTimeout).
+    /// It bounds every load: a miss's, a stale-window or XFetch refresh, a forced
+    /// refresh. Set it below the callers' own budgets (`timeout`), so that a hung origin
+    /// holds no lease or permit for longer than a caller would wait. Kept only inside a
+    /// Tokio runtime with its time driver.
+    pub fn load_timeout(mut self, load_timeout: Duration) -> Self {
+        self.policy.load_timeout = Some(load_timeout);
+        self
+    }
     /// Whether concurrent misses share one origin call (default true).
     pub fn coalesce(mut self, coalesce: bool) -> Self {
         self.policy.coalesce = coalesce;
@@ -396,6 +414,9 @@ impl Policy {
         settings::jitter("jitter", self.jitter)?;
         if let Some(timeout) = self.timeout {
             settings::positive("timeout", timeout)?;
+        }
+        if let Some(load_timeout) = self.load_timeout {
+            settings::positive("load_timeout", load_timeout)?;
         }
         if let Some(lease) = self.lease {
             settings::positive("lease", lease)?;

@@ -98,6 +98,10 @@ pub struct Stats {
     /// Loads whose value was not stored because one of its tags was invalidated while
     /// they ran (their callers still got it).
     pub tag_fenced: u64,
+    /// Origin calls abandoned past the policy's `load_timeout` (also counted in
+    /// `refresh_errors`): their lease and permit given back, their callers answered by a
+    /// stale or fail-safe value where one could stand in, else `LoadTimeout`.
+    pub load_timeouts: u64,
 }
 
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
@@ -188,6 +192,7 @@ pub(crate) struct Counters {
     pub(crate) refreshes_refused: Counter,
     pub(crate) error_hits: Counter,
     pub(crate) tag_fenced: Counter,
+    pub(crate) load_timeouts: Counter,
 }
 
 impl Counters {
@@ -223,6 +228,7 @@ impl Counters {
             refreshes_refused: self.refreshes_refused.get(),
             error_hits: self.error_hits.get(),
             tag_fenced: self.tag_fenced.get(),
+            load_timeouts: self.load_timeouts.get(),
         }
     }
 }

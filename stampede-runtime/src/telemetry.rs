@@ -62,6 +62,7 @@ fn export_cache(name: &str, stats: &Stats) {
         ("stampede_refresh_errors_total", stats.refresh_errors),
         ("stampede_fallbacks_total", stats.fallbacks),
         ("stampede_timeouts_total", stats.timeouts),
+        ("stampede_load_timeouts_total", stats.load_timeouts),
         ("stampede_admitted_total", stats.admitted),
         ("stampede_shed_total", stats.shed),
         ("stampede_error_hits_total", stats.error_hits),

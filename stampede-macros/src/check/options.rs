@@ -10,6 +10,7 @@ use syn::Type;
 pub(super) fn check_plain_fn_options(args: &Args, cx: &mut Ctxt) {
     let needs_runtime = [
         args.timeout.as_ref().map(|s| &s.name),
+        args.load_timeout.as_ref().map(|s| &s.name),
         args.admission.as_ref().map(|s| &s.name),
         args.clone.as_ref().map(|s| &s.name),
     ];
@@ -47,10 +48,16 @@ pub(super) fn check_fresh(args: &Args, cx: &mut Ctxt) -> Option<Millis> {
     }
 }
 
-/// `timeout` and `lease` above zero, `capacity` at least 1.
+/// `timeout`, `load_timeout` and `lease` above zero, `capacity` at least 1.
 pub(super) fn check_positive_settings(args: &Args, cx: &mut Ctxt) {
     if let Some(timeout) = args.timeout.as_ref().filter(|t| t.value.is_zero()) {
         cx.error_at(timeout.value.span, "`timeout` must be longer than zero");
+    }
+    if let Some(timeout) = args.load_timeout.as_ref().filter(|t| t.value.is_zero()) {
+        cx.error_at(
+            timeout.value.span,
+            "`load_timeout` must be longer than zero",
+        );
     }
     if let Some(lease) = args.lease.as_ref().filter(|t| t.value.is_zero()) {
         cx.error_at(lease.value.span, "`lease` must be longer than zero");
@@ -68,6 +75,12 @@ pub(super) fn check_error_path_options(args: &Args, returns: &Returns, cx: &mut 
         args.timeout
             .as_ref()
             .map(|s| (&s.name, "a caller whose deadline passes gets an error")),
+        args.load_timeout.as_ref().map(|s| {
+            (
+                &s.name,
+                "a load abandoned past its deadline answers with an error",
+            )
+        }),
         args.stale_if_error
             .as_ref()
             .map(|s| (&s.name, "it is about what to do when the function fails")),

@@ -144,6 +144,7 @@ fn policy(plan: &Plan) -> TokenStream {
         ("stale", plan.stale),
         ("stale_if_error", plan.stale_if_error),
         ("timeout", plan.timeout),
+        ("load_timeout", plan.load_timeout),
         ("lease", plan.lease),
     ];
     let mut calls: Vec<TokenStream> = durations

@@ -29,6 +29,7 @@ use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
+use crate::deadline::within;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Join, Outcome};
@@ -432,14 +433,27 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let started = self.clock.precise();
         let called = {
             let _panics = CountPanic(&self.counters.refresh_errors);
-            within_leader(flight, origin()).await
+            match self.policy.load_timeout() {
+                None => Some(within_leader(flight, origin()).await),
+                // Boxed, with its timer: only the loads of a cache that sets one pay for
+                // it, and the steps' future (every miss's) keeps its size.
+                Some(limit) => Box::pin(within(limit, within_leader(flight, origin()))).await,
+            }
         };
         let delta = self.clock.precise().saturating_duration_since(started);
         let (result, panicked) = match called {
-            Called::Returned(result) => (result, false),
-            Called::Panicked => {
+            Some(Called::Returned(result)) => (result, false),
+            Some(Called::Panicked) => {
                 let cache = self.policy.name().clone();
                 (Err(self.fail(Error::OriginPanicked { cache })), true)
+            }
+            // Abandoned: the origin's future is gone; what it held (its lease, its permit)
+            // goes with this load's own end, as after a failure.
+            None => {
+                self.counters.load_timeouts.bump();
+                let cache = self.policy.name().clone();
+                let after = self.policy.load_timeout().unwrap_or_default();
+                (Err(self.fail(Error::LoadTimeout { cache, after })), false)
             }
         };
         // Recorded here rather than in the steps, whose future every miss boxes: there it

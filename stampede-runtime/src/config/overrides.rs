@@ -89,6 +89,10 @@ overrides! {
     /// The per-caller deadline on a miss (above zero).
     #[serde(deserialize_with = "values::duration")]
     timeout: Duration, check settings::positive, apply timeout;
+    /// The deadline of the origin call itself (above zero): past it the load is
+    /// abandoned, its lease and permit given back.
+    #[serde(deserialize_with = "values::duration")]
+    load_timeout: Duration, check settings::positive, apply load_timeout;
     /// Whether concurrent misses of one key share one origin call.
     coalesce: bool, check any, apply coalesce;
     /// The fleet lease TTL on shared stores (above zero).
