@@ -206,25 +206,28 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
             // it has none), so the window never turns into misses for want of a lease:
             // near its end, a second call is due. The value is the last one loaded or
             // inserted before the first call began.
+            // With its recompute time: "too little left" is the runtime's twice that
+            // plus 100 ms (an insert's is none), or one origin call at its slowest.
             let loaded = origins
                 .iter()
                 .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
-                .map(|&(_, _, _, e, _)| e);
+                .map(|&(_, _, s, e, _)| (e, e - s));
             let inserted = events.iter().filter_map(|event| match event {
                 Event::Write {
                     key: k,
                     how: How::Insert,
                     end,
                     ..
-                } if *k == key && *end <= s1 => Some(*end),
+                } if *k == key && *end <= s1 => Some((*end, 0)),
                 _ => None,
             });
             let value_before = loaded.chain(inserted).max();
             let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
             let taken_over = refreshed
-                && value_before.is_some_and(|loaded| {
+                && value_before.is_some_and(|(loaded, recompute)| {
                     let stale_ends = loaded + us(shape.fresh + shape.stale);
-                    s2 + us(shape.origin.1) + 100_000 >= stale_ends
+                    let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
+                    s2 + left >= stale_ends
                 });
             if s2 < e1 && !taken_over && !written(key, s1.saturating_sub(queued), s2) {
                 violations.push(format!(
