@@ -17,6 +17,8 @@
 //! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
 //!   lease and the store's timeouts; never hung.
 //! - **Admission** (f): a replica's origin calls at once never pass its limit.
+//! - **Abandoned in time** (h): with `load_timeout`, no origin call of one key runs past
+//!   it (a batch's shared call is not one load's, and is not bounded by it).
 //! - **Nothing leaks** (g): once the run is quiet, no load is in flight, no invalidation is
 //!   owed, no lease is held.
 use crate::fleet::{HEARTBEAT, RESPONSE_TIMEOUT};
@@ -56,6 +58,9 @@ pub fn check(
     bounded(shape, faulty, events, &mut violations);
     if let Some(limit) = shape.admission {
         admitted(limit, events, &mut violations);
+    }
+    if let Some(limit) = shape.load_timeout {
+        abandoned_in_time(limit, events, &mut violations);
     }
     for replica in quiescent {
         if replica.in_flight > 0 {
@@ -289,6 +294,27 @@ fn bounded(shape: &Shape, faulty: bool, events: &[Event], violations: &mut Vec<S
         if *outcome == Outcome::Hung || end - start > us(wait) + frozen {
             violations.push(format!(
                 "(e) r{replica} k{key}: a call from {start} µs waited until {end} µs ({outcome:?}), past {wait:?}"
+            ));
+        }
+    }
+}
+
+fn abandoned_in_time(limit: Duration, events: &[Event], violations: &mut Vec<String>) {
+    // The timer's millisecond, and the poll that drops the call.
+    let bound = us(limit) + 2_000;
+    for event in events {
+        if let Event::Origin {
+            replica,
+            key,
+            start,
+            end,
+            batch: 0,
+            ..
+        } = event
+            && end - start > bound
+        {
+            violations.push(format!(
+                "(h) r{replica} k{key}: an origin call ran from {start} µs to {end} µs, past its load_timeout of {limit:?}"
             ));
         }
     }

@@ -101,19 +101,20 @@ impl Origin {
             let latency = low + Duration::from_micros(rng.u64(0..=span));
             (latency, rng.f64() < self.shape.origin_failures)
         };
+        // Recorded however the call ends: an abandoned one (`load_timeout`) when its
+        // future is dropped.
+        let mut call = Call {
+            origin: self,
+            replica,
+            keys,
+            versions: &versions,
+            start,
+            batch,
+            done: false,
+        };
         tokio::time::sleep(latency).await;
-        let end = self.epoch.now();
-        for (&key, &version) in keys.iter().zip(&versions) {
-            self.history.record(Event::Origin {
-                replica,
-                key,
-                start,
-                end,
-                version,
-                failed,
-                batch,
-            });
-        }
+        call.end(failed, false);
+        drop(call);
         match failed {
             true => Err(SimError::Origin),
             false => Ok(keys
@@ -171,6 +172,9 @@ impl Replica {
         if let Some(timeout) = shape.timeout {
             policy = policy.timeout(timeout);
         }
+        if let Some(limit) = shape.load_timeout {
+            policy = policy.load_timeout(limit);
+        }
         let policy = policy.build().expect("a simulated cache's policy");
         let mut cache = Cache::builder(policy).runtime(&runtime);
         if shape.tags {
@@ -191,4 +195,42 @@ impl Replica {
 /// The tag of `key`'s entries.
 pub fn group(key: u64) -> String {
     format!("group:{}", key % 2)
+}
+
+/// One origin call on its way, recorded when it ends or is dropped.
+struct Call<'a> {
+    origin: &'a Origin,
+    replica: usize,
+    keys: &'a [u64],
+    versions: &'a [u64],
+    start: u64,
+    batch: u64,
+    done: bool,
+}
+
+impl Call<'_> {
+    fn end(&mut self, failed: bool, abandoned: bool) {
+        self.done = true;
+        let end = self.origin.epoch.now();
+        for (&key, &version) in self.keys.iter().zip(self.versions) {
+            self.origin.history.record(Event::Origin {
+                replica: self.replica,
+                key,
+                start: self.start,
+                end,
+                version,
+                failed,
+                abandoned,
+                batch: self.batch,
+            });
+        }
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.end(true, true);
+        }
+    }
 }

@@ -50,6 +50,8 @@ pub enum Event {
         end: u64,
         version: u64,
         failed: bool,
+        /// Dropped before it answered (`load_timeout`).
+        abandoned: bool,
         batch: u64,
     },
     /// A row written, then the cache told: values read below `version` are retired once
@@ -111,6 +113,7 @@ impl fmt::Display for Event {
                 end,
                 version,
                 failed,
+                abandoned,
                 batch,
             } => write!(
                 f,
@@ -121,7 +124,11 @@ impl fmt::Display for Event {
                 } else {
                     String::new()
                 },
-                if *failed { " (fails)" } else { "" },
+                match (*failed, *abandoned) {
+                    (_, true) => " (abandoned)",
+                    (true, false) => " (fails)",
+                    (false, false) => "",
+                },
                 t(end)
             ),
             Event::Write {

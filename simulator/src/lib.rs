@@ -31,6 +31,9 @@ pub struct Config {
     pub operations: usize,
     /// Whether faults are injected (each seed's shape draws which).
     pub faults: bool,
+    /// Whether a quarter of the seeds set `load_timeout` (off: each seed runs as it did
+    /// before the setting existed).
+    pub load_timeouts: bool,
 }
 
 impl Default for Config {
@@ -39,6 +42,7 @@ impl Default for Config {
             replicas: (4, 4),
             operations: 200,
             faults: true,
+            load_timeouts: true,
         }
     }
 }
@@ -231,7 +235,11 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     let started = Instant::now();
     let epoch = Epoch(started);
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_5eed_5eed_5eed);
-    let shape = Arc::new(Shape::draw(&mut rng));
+    let mut shape = Shape::draw(&mut rng);
+    if config.load_timeouts {
+        shape.draw_load_timeout(seed);
+    }
+    let shape = Arc::new(shape);
     let (fewest, most) = config.replicas;
     let replicas = rng.usize(fewest.max(1)..=most.max(fewest).max(1));
     let faulty = config.faults && shape.shared() && rng.bool();

@@ -1,5 +1,5 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
-//! [--operations N] [--no-faults] [--seed S --trace]`: runs seeds and reports runs per
+//! [--operations N] [--no-faults] [--no-load-timeouts] [--seed S --trace]`: runs seeds and reports runs per
 //! second, violations and the first failing seeds; `--seed S --trace` replays one seed and
 //! prints every event.
 use stampede_simulator::{run, Config};
@@ -39,6 +39,7 @@ fn main() {
             }
             "--operations" => config.operations = value("--operations") as usize,
             "--no-faults" => config.faults = false,
+            "--no-load-timeouts" => config.load_timeouts = false,
             "--trace" => trace = true,
             other => usage(&format!("unknown argument `{other}`")),
         }
@@ -84,6 +85,6 @@ fn main() {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--seed S --trace]");
     std::process::exit(2)
 }
