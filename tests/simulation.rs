@@ -87,6 +87,8 @@ fn seeds_that_found_bugs_stay_fixed() {
         // ... with "too little left" as the runtime has it: twice the value's recompute
         // time plus 100 ms.
         (21_607_288, &mixed),
+        // ... and a holder whose lease outlived the waiter's own, queued for admission.
+        (21_194_327, &mixed),
         // A value loaded alone while the store was unreachable is no fail-safe past the
         // degraded bound (tiered, then redis).
         (20_063_626, &mixed),

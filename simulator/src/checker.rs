@@ -234,7 +234,15 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
                     let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
                     s2 + left >= stale_ends
                 });
-            if s2 < e1 && !taken_over && !written(key, s1.saturating_sub(queued), s2) {
+            // A holder whose lease is older than the waiter's own `lease` is taken over
+            // (docs/fleet.md): it took the lease with its read, at most `queued` before
+            // its origin call began (the admission queue among it).
+            let outlived_lease = s2 + queued >= s1 + us(shape.lease);
+            if s2 < e1
+                && !taken_over
+                && !outlived_lease
+                && !written(key, s1.saturating_sub(queued), s2)
+            {
                 violations.push(format!(
                     "(d) k{key}: origin calls overlap across the fleet: r{r1} from {s1} µs to {e1} µs, r{r2} from {s2} µs"
                 ));
