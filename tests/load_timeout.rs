@@ -152,9 +152,7 @@ async fn an_abandoned_load_gives_its_lease_back_to_the_fleet() {
         })
     };
     // The first replica holds the lease, its origin hung.
-    while origin.calls() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::eventually(|| origin.calls() == 1).await;
     let started = std::time::Instant::now();
     let second = {
         let origin = origin.clone();

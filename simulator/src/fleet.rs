@@ -103,7 +103,7 @@ impl Origin {
         };
         // Recorded however the call ends: an abandoned one (`load_timeout`) when its
         // future is dropped.
-        let mut call = Call {
+        let call = Call {
             origin: self,
             replica,
             keys,
@@ -113,8 +113,7 @@ impl Origin {
             done: false,
         };
         tokio::time::sleep(latency).await;
-        call.end(failed, false);
-        drop(call);
+        call.answered(failed);
         match failed {
             true => Err(SimError::Origin),
             false => Ok(keys
@@ -209,6 +208,11 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// The call answered (`failed` or not).
+    fn answered(mut self, failed: bool) {
+        self.end(failed, false);
+    }
+
     fn end(&mut self, failed: bool, abandoned: bool) {
         self.done = true;
         let end = self.origin.epoch.now();

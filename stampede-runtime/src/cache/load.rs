@@ -452,6 +452,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             None => {
                 self.counters.load_timeouts.bump();
                 let cache = self.policy.name().clone();
+                // Read again rather than kept across the call: held, it made every miss's
+                // future 16 bytes larger (512, at its bound).
                 let after = self.policy.load_timeout().unwrap_or_default();
                 (Err(self.fail(Error::LoadTimeout { cache, after })), false)
             }
