@@ -173,8 +173,9 @@ pub(crate) fn lifetime(policy: &Policy, real_time: bool) -> Option<Duration> {
     real_time.then(|| longest_fresh.saturating_add(after_fresh).min(CENTURY))
 }
 
-/// A hasher for one cache: a seed of its own on top of the process's shared seed.
-fn seeded_hasher() -> SeedableRandomState {
+/// A hasher for one cache (or one map of its own): a seed of its own on top of the
+/// process's shared seed.
+pub(crate) fn seeded_hasher() -> SeedableRandomState {
     static SHARED: OnceLock<SharedSeed> = OnceLock::new();
     // A simulation's runs share one process: the first must not lay out the others.
     #[cfg(feature = "simulation")]

@@ -30,6 +30,7 @@
 //! wakes every waiter with [`Wake::SubscriptionLost`] and tells listeners to stop
 //! trusting their memory copies until it reports [`StoreEvent::Subscribed`] again.
 use crate::remote::store::{Notice, NoticeKind, StoreEvent, Wake};
+use foldhash::fast::SeedableRandomState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -38,18 +39,13 @@ use tokio::sync::{broadcast, oneshot, watch};
 /// How many events a slow listener may fall behind before it sees `Lagged`.
 const EVENT_BACKLOG: usize = 1024;
 
-/// The loads waiting for a notice, by value key. A hash map in std's per-process random
-/// order, not key order: with an ordered map eight replicas asking for the same hundred
-/// ids loaded some twice (`tests/batch.rs`: 214 loads for 100 ids plus 11 takeovers), and
-/// waking every waiter when the subscription drops is the one step here whose order
-/// shows; why key order hurts is not yet understood. A simulation's runs need one order
-/// every time, so there the hasher's keys are fixed.
-type Waiters = HashMap<String, Vec<oneshot::Sender<Wake>>, WaitersOrder>;
-
-#[cfg(not(feature = "simulation"))]
-type WaitersOrder = std::collections::hash_map::RandomState;
-#[cfg(feature = "simulation")]
-type WaitersOrder = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+/// The loads waiting for a notice, by value key, in an order of this hub's own (a seeded
+/// hash: from the OS, or from a simulation's seed). One order shared by every replica (an
+/// ordered map, or one fixed hasher) made eight replicas asking for the same hundred ids
+/// wake their waiters in step when the subscription dropped and load some ids twice
+/// (`tests/batch.rs`: 214 loads for 100 ids plus 11 takeovers); why waking in step costs
+/// loads is not yet understood.
+type Waiters = HashMap<String, Vec<oneshot::Sender<Wake>>, SeedableRandomState>;
 
 pub(crate) struct NoticeHub {
     /// This store's id in notices, so it can tell its own.
@@ -76,7 +72,7 @@ impl NoticeHub {
     pub(crate) fn new(replica: String) -> Self {
         Self {
             replica,
-            waiters: Mutex::new(Waiters::default()),
+            waiters: Mutex::new(Waiters::with_hasher(crate::memory::seeded_hasher())),
             events: broadcast::channel(EVENT_BACKLOG).0,
             tag_events: broadcast::channel(EVENT_BACKLOG).0,
             subscribed: watch::channel(false).0,
