@@ -150,7 +150,23 @@ async fn eight_redis_replicas_asking_for_the_same_hundred_ids_load_each_once() {
     assert_eq!(
         asked.len() as u64,
         100 + takeovers,
-        "one load per id and per takeover"
+        "one load per id and per takeover; per replica (won, lost, waits, takeovers, \
+         expired, backend errors): {:?}",
+        replicas
+            .iter()
+            .map(|c| {
+                let s = c.stats();
+                let (won, lost, waits) = (s.leases_won, s.leases_lost, s.lease_waits);
+                (
+                    won,
+                    lost,
+                    waits,
+                    s.lease_takeovers,
+                    s.leases_expired,
+                    s.backend_errors,
+                )
+            })
+            .collect::<Vec<_>>()
     );
     asked.dedup();
     assert_eq!(asked, (1..=100).collect::<Vec<_>>(), "every id");
