@@ -17,7 +17,7 @@ SOURCE = ROOT / "stampede-runtime" / "src"
 HEADING = "### One detached miss on the redis backend, file by file"
 # Named in the text, but not items of the runtime: Redis commands, the attribute, the
 # backend's constructor.
-NOT_ITEMS = {"MGET", "#[cached]", "Backend::redis", "RemoteStore"}
+NOT_ITEMS = {"MGET", "#[cached]", "Backend::redis", "SharedStore"}
 
 
 def section(text):

@@ -133,7 +133,7 @@ fn an_admission_queue_in_a_runtime_without_timers_waits_for_a_permit() {
 }
 
 /// Drops, five times, a runtime whose caller's call to the store is still being judged
-/// on the store's threads (the store held its replies past the response timeout), then
+/// on the background threads (the store held its replies past the response timeout), then
 /// waits out every judgement: prints how many panics any thread saw.
 #[test]
 #[ignore = "run by a_runtime_dropped_while_its_calls_are_judged_panics_nowhere, in a process of its own"]

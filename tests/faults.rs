@@ -463,7 +463,7 @@ async fn a_copy_loaded_while_degraded_is_dropped_by_the_invalidation_it_ran_into
     held.release();
     assert_eq!(bounded(first).await.unwrap(), Ok(1), "its own caller");
     // Counted as received is not yet applied: the cache's listener drops the copy (or
-    // detaches the load) a moment later, on the store's threads. A copy that outlived
+    // detaches the load) a moment later, on the background threads. A copy that outlived
     // the notice would stay: that fails here, at the deadline.
     eventually(|| loading.peek(&1) != Some(1)).await;
     let after = bounded(source.load(&loading, 1, Duration::ZERO)).await;

@@ -191,7 +191,7 @@ async fn subscribed_redis(runtime: &Runtime, cache: &Cache<u64, String, AppError
     .await;
 }
 
-/// In a process of its own: the store's threads are the process's, and other tests'
+/// In a process of its own: the background threads are the process's, and other tests'
 /// replicas keeping it busy would delay the notice past the waiter's own re-read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by its parent in a process of its own"]

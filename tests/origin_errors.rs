@@ -1,6 +1,6 @@
 //! Origin errors that are not `Clone` (shaped like `sqlx::Error`, `anyhow::Error`,
 //! `io::Error`) work as they are: the caller whose call ran the origin gets the original
-//! when nobody else shares it; every other caller of the load gets the shared form, which
+//! when nobody else shares it; every other caller of the load gets the wrapped form, which
 //! prints as the original and gives it back. Every wait is bounded.
 use crate::common;
 
@@ -68,7 +68,7 @@ fn original(error: &AppError) -> &AppError {
     match error {
         AppError::Cache(shared) => shared
             .origin_error::<AppError>()
-            .expect("the shared form of the origin's error"),
+            .expect("the wrapped form of the origin's error"),
         error => error,
     }
 }
@@ -108,8 +108,8 @@ async fn coalesced_callers_share_an_error_that_is_not_clone() {
     for answer in &answers {
         let error = answer.as_ref().unwrap_err();
         assert!(
-            matches!(error, AppError::Cache(stampede::Error::Shared(_))),
-            "several callers shared the load, so each gets the shared form: {error:?}"
+            matches!(error, AppError::Cache(stampede::Error::Origin(_))),
+            "several callers shared the load, so each gets the wrapped form: {error:?}"
         );
         assert!(matches!(
             original(error),
@@ -178,7 +178,7 @@ async fn detached_callers_all_get_the_shared_form() {
     assert_eq!(DETACHED_CALLS.load(Ordering::SeqCst), 1);
     for answer in &answers {
         let error = answer.as_ref().unwrap_err();
-        assert!(matches!(error, AppError::Cache(stampede::Error::Shared(_))));
+        assert!(matches!(error, AppError::Cache(stampede::Error::Origin(_))));
         let AppError::Db(db) = original(error) else {
             panic!("the origin's error");
         };
@@ -209,7 +209,7 @@ async fn anyhow_errors_are_shared_and_the_lone_caller_gets_the_original() {
         assert_eq!(error.to_string(), "no rows returned");
         let shared = error
             .downcast_ref::<stampede::Error>()
-            .expect("the shared form");
+            .expect("the wrapped form");
         let original = shared
             .origin_error::<anyhow::Error>()
             .expect("the original");
@@ -249,7 +249,7 @@ async fn io_errors_reach_detached_callers_through_map_error() {
     let shared = error
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<stampede::Error>())
-        .expect("the shared form, through map_error");
+        .expect("the wrapped form, through map_error");
     let original = shared
         .origin_error::<std::io::Error>()
         .expect("the original");

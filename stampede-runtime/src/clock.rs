@@ -167,7 +167,7 @@ impl Add<Duration> for Instant {
 /// server clock's age, tag records): the system's, except in a simulation of the fleet,
 /// which runs on Tokio's paused clock and must see all of it move with simulated time.
 /// (Tokio's everywhere would read a test's paused clock in its runtime and the real one
-/// on the store's threads, and compare the two.)
+/// on the background threads, and compare the two.)
 #[cfg(not(feature = "simulation"))]
 pub(crate) use std::time::Instant as StoreInstant;
 #[cfg(feature = "simulation")]

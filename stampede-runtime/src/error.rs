@@ -101,12 +101,12 @@ pub enum Error {
     /// original: an error that is not `Clone` is handed to every other caller of that
     /// load in this form, behind an `Arc`. It prints as the original does, and
     /// [`Error::origin_error`] gives the original back.
-    Shared(OriginError),
+    Origin(OriginError),
 }
 
 impl Error {
-    /// The origin's error of type `E`, when this is the shared form of one
-    /// ([`Error::Shared`]).
+    /// The origin's error of type `E`, when this is the wrapped form of one
+    /// ([`Error::Origin`]).
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -117,13 +117,13 @@ impl Error {
     ///         f.write_str("the database is down")
     ///     }
     /// }
-    /// let shared = stampede_runtime::Error::Shared(stampede_runtime::OriginError::new(Arc::new(DbDown)));
+    /// let shared = stampede_runtime::Error::Origin(stampede_runtime::OriginError::new(Arc::new(DbDown)));
     /// assert!(shared.origin_error::<DbDown>().is_some());
     /// assert_eq!(shared.to_string(), "the database is down");
     /// ```
     pub fn origin_error<E: 'static>(&self) -> Option<&E> {
         match self {
-            Error::Shared(origin) => origin.downcast_ref(),
+            Error::Origin(origin) => origin.downcast_ref(),
             _ => None,
         }
     }
@@ -174,19 +174,19 @@ impl fmt::Display for Error {
                 write!(f, "cache `{cache}`: invalid stampede configuration: {error}")
             }
             // The original's words: this is the origin's error, not the cache's.
-            Error::Shared(origin) => fmt::Display::fmt(origin, f),
+            Error::Origin(origin) => fmt::Display::fmt(origin, f),
         }
     }
 }
 
 impl std::error::Error for Error {}
 
-/// An origin's error shared by the callers of one failed load ([`Error::Shared`]): the
+/// An origin's error shared by the callers of one failed load ([`Error::Origin`]): the
 /// original behind an `Arc`, printed as the original prints.
 #[derive(Clone)]
 pub struct OriginError(Arc<dyn Origin>);
 
-/// What the shared form needs of the original: to print it, and to give it back.
+/// What the wrapped form needs of the original: to print it, and to give it back.
 trait Origin: Any + Send + Sync {
     fn display(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
@@ -208,7 +208,7 @@ impl<E: fmt::Display + fmt::Debug + Send + Sync + 'static> Origin for E {
 }
 
 impl OriginError {
-    /// The shared form of `error`.
+    /// The wrapped form of `error`.
     pub fn new<E: fmt::Display + fmt::Debug + Send + Sync + 'static>(error: Arc<E>) -> Self {
         OriginError(error)
     }
@@ -233,7 +233,7 @@ impl fmt::Debug for OriginError {
     }
 }
 
-/// Two shared forms are equal when they share one original.
+/// Two wrapped forms are equal when they share one original.
 impl PartialEq for OriginError {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

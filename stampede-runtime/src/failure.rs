@@ -7,9 +7,9 @@
 //! - `E: Clone`: a clone.
 //! - otherwise, the original itself for the caller whose call ran the origin (inline mode,
 //!   a plain `fn`), when no other caller of the load is left to share it; every other
-//!   caller gets `E::from(stampede::Error::Shared(..))`, which prints as the original does
+//!   caller gets `E::from(stampede::Error::Origin(..))`, which prints as the original does
 //!   and gives it back through [`Error::origin_error`]. A detached load runs in a task of
-//!   its own, so no caller ran it: each gets the shared form.
+//!   its own, so no caller ran it: each gets the wrapped form.
 //!
 //! stampede's own failures (a timeout, an overloaded admission) are `stampede::Error`,
 //! which is `Clone`: each caller gets its own `E::from(error)`, whatever `E` is.
@@ -104,7 +104,7 @@ impl<E: Clone> AnswerByClone<E> for &Answer<E> {
 }
 
 /// The answer for errors that are not `Clone`: the original for the one caller that ran
-/// the origin and is its only holder, the shared form for everyone else.
+/// the origin and is its only holder, the wrapped form for everyone else.
 #[doc(hidden)]
 pub trait AnswerByShare<E> {
     /// This caller's error.
@@ -126,7 +126,7 @@ impl<E> AnswerByShare<E> for Answer<E> {
             },
             Failure::Origin(error) => error,
         };
-        (self.map_error)(Error::Shared(OriginError::new(error)))
+        (self.map_error)(Error::Origin(OriginError::new(error)))
     }
 }
 
@@ -134,7 +134,7 @@ impl<E> AnswerByShare<E> for Answer<E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `Clone`, so the callers of a failed load share it, and it must print: `Display + Debug + Send + Sync + 'static`",
     label = "this function fails with `{Self}`",
-    note = "every other caller of a failed load gets `stampede::Error::Shared`, which prints as the original and gives it back (`origin_error::<{Self}>()`); implement `Display` for `{Self}`, or derive `Clone`"
+    note = "every other caller of a failed load gets `stampede::Error::Origin`, which prints as the original and gives it back (`origin_error::<{Self}>()`); implement `Display` for `{Self}`, or derive `Clone`"
 )]
 pub trait ShareableError: fmt::Display + fmt::Debug + Send + Sync + 'static {}
 impl<E: fmt::Display + fmt::Debug + Send + Sync + 'static> ShareableError for E {}

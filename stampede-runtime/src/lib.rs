@@ -36,8 +36,8 @@ mod memory;
 mod negative;
 mod per_call;
 mod policy;
-mod remote;
 mod runtime;
+mod shared;
 #[cfg(feature = "simulation")]
 #[doc(hidden)]
 pub mod simulation;

@@ -29,13 +29,13 @@ const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// Told of each entry memory lets go of: its key and generation.
 type Dropped<K> = Box<dyn Fn(&K, u64) + Send + Sync>;
 
-pub(crate) struct MemoryStore<K, V> {
+pub(crate) struct Memory<K, V> {
     /// Behind an `Arc`: moka clones what it returns, and a hit needs the value and two
     /// deadlines, not a copy of every field of the envelope.
     entries: moka::sync::Cache<K, Arc<Envelope<V>>, SeedableRandomState>,
 }
 
-impl<K, V> MemoryStore<K, V>
+impl<K, V> Memory<K, V>
 where
     K: Hash + Eq + Send + Sync + 'static,
     V: Clone + Send + Sync + 'static,
@@ -75,7 +75,7 @@ where
             }
             None => builder,
         };
-        MemoryStore {
+        Memory {
             entries: builder.build_with_hasher(seeded_hasher()),
         }
     }

@@ -13,8 +13,8 @@ use crate::clock::Clock;
 use crate::config::{self, Backend, Config, ConfigError, Layers, Overrides};
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::remote::replica::Remote;
-use crate::remote::store::{BreakerState, StoreError};
+use crate::shared::replica::Replica;
+use crate::shared::store::{BreakerState, StoreError};
 use crate::stats::{BackendStats, Observed, Stats};
 use crate::tags::TagBook;
 use std::collections::{BTreeMap, HashMap};
@@ -139,7 +139,7 @@ impl RuntimeBuilder {
     /// Checks every setting (in range, every admission a function names defined, no two
     /// function names that the environment cannot tell apart) and builds the runtime.
     pub fn build(self) -> Result<Runtime, ConfigError> {
-        let config = self.layers.check(Remote::check)?;
+        let config = self.layers.check(Replica::check)?;
         let admissions = (config.admissions.iter())
             .map(|(name, admission)| {
                 let semaphore =
@@ -152,7 +152,7 @@ impl RuntimeBuilder {
             state: Arc::new(RuntimeState {
                 tags,
                 config,
-                remote: OnceLock::new(),
+                replica: OnceLock::new(),
                 admissions,
                 clock: self.clock.unwrap_or_default(),
                 claimed: Mutex::new(BTreeMap::new()),
@@ -218,7 +218,7 @@ struct RuntimeState {
     /// The versions of the tags of every cache built on this runtime.
     tags: Arc<TagBook>,
     /// The shared store, connected on first use.
-    remote: OnceLock<Result<Arc<Remote>, StoreError>>,
+    replica: OnceLock<Result<Arc<Replica>, StoreError>>,
     admissions: HashMap<Arc<str>, Arc<Admission>>,
     clock: Clock,
     /// The names caches were built with, by their environment form.
@@ -237,10 +237,10 @@ struct RuntimeState {
 const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Exports the counters of the runtime behind `state` every `interval` while it lives,
-/// on the store's threads (which outlive whichever Tokio runtime built the first cache).
+/// on the background threads (which outlive whichever Tokio runtime built the first cache).
 #[cfg(feature = "metrics")]
 fn export_every(state: Weak<RuntimeState>, interval: Duration) {
-    crate::remote::background::spawn(async move {
+    crate::shared::background::spawn(async move {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -312,15 +312,15 @@ impl Runtime {
     /// This replica's connection to the shared store, made on first use (inside a Tokio
     /// runtime; outside one there is none and caches stay in memory). `None` for the
     /// memory backend.
-    pub(crate) fn remote(&self) -> Option<&Arc<Remote>> {
+    pub(crate) fn replica(&self) -> Option<&Arc<Replica>> {
         if self.state.config.backend == Backend::Memory {
             return None;
         }
         // The store runs its connections on Tokio: connect only inside a runtime.
         tokio::runtime::Handle::try_current().ok()?;
-        let remote = self.state.remote.get_or_init(|| {
+        let replica = self.state.replica.get_or_init(|| {
             let started =
-                Remote::start(&self.state.config.backend_settings, self.state.tags.clone());
+                Replica::start(&self.state.config.backend_settings, self.state.tags.clone());
             if let Err(error) = &started {
                 tracing::error!(target: "stampede", %error, "the shared store cannot be used: every cache of this runtime keeps its values in this process's memory");
             }
@@ -328,15 +328,15 @@ impl Runtime {
         });
         // A failure was logged once, when it happened: the build checked what can be
         // checked without connecting, so this is rare (a file removed since).
-        remote.as_ref().ok()
+        replica.as_ref().ok()
     }
 
     /// The shared store's counters: `None` for the memory backend, or before the first
     /// load connected it. `degraded_now` says loads skip the store (see degraded mode
     /// in the operations guide).
     pub fn backend_stats(&self) -> Option<BackendStats> {
-        let remote = self.state.remote.get()?.as_ref().ok()?;
-        let stats = remote.store().stats();
+        let replica = self.state.replica.get()?.as_ref().ok()?;
+        let stats = replica.store().stats();
         Some(BackendStats {
             hits: stats.hits,
             misses: stats.misses,
@@ -352,7 +352,7 @@ impl Runtime {
             problem: stats.problem,
             breaker_opened: stats.breaker_opened,
             degraded: stats.degraded,
-            invalidations_queued: remote.queued() as u64,
+            invalidations_queued: replica.queued() as u64,
         })
     }
 
@@ -360,8 +360,8 @@ impl Runtime {
     /// random per process. A miss that waits for another replica's load records a
     /// `lease_wait` span whose `owner` field is the first 8 digits of that replica's id.
     pub fn replica_id(&self) -> Option<String> {
-        let remote = self.state.remote.get()?.as_ref().ok()?;
-        Some(remote.store().replica().to_owned())
+        let replica = self.state.replica.get()?.as_ref().ok()?;
+        Some(replica.store().replica().to_owned())
     }
 
     /// The limit and queue timeout of the admission semaphore `name`, if defined.

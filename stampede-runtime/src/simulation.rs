@@ -5,7 +5,7 @@
 //!
 //! A simulation runs every replica on one current-thread Tokio runtime whose clock is
 //! paused, with `fastrand` seeded on that thread, so the same seed gives the same run.
-use crate::remote::model::network;
+use crate::shared::model::network;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,8 +105,8 @@ impl World {
 }
 
 /// Runs the store's background work (heartbeats, subscriptions, replays) spawned from
-/// this thread on `runtime` (the simulation's), or on the store's own threads again
+/// this thread on `runtime` (the simulation's), or on the background threads again
 /// with `None`.
 pub fn run_store_work_on(runtime: Option<tokio::runtime::Handle>) {
-    crate::remote::background::simulate_on(runtime);
+    crate::shared::background::simulate_on(runtime);
 }

@@ -12,7 +12,7 @@
 //! is: it answers its callers and stores nothing. Each load notes the count of moves when
 //! it starts; a tag whose last move came after that refuses the store.
 //!
-//! On a shared store the versions live there (see `remote::redis::lua::tag`), the book
+//! On a shared store the versions live there (see `shared::redis::lua::tag`), the book
 //! is kept current by the store's notices, and a tag the book does not know is read from
 //! the store before an entry carrying it is served or stored. On the memory backend the
 //! book is the only record, and a version is the count of moves itself.
@@ -226,7 +226,7 @@ impl TagBook {
         ticket
     }
 
-    /// The notice subscription's epoch (see `RemoteStore::hearing`) the book was last
+    /// The notice subscription's epoch (see `SharedStore::hearing`) the book was last
     /// reset for: versions read once it is the store's current one are heard of again.
     pub(crate) fn hearing(&self) -> u64 {
         self.hearing.load(Ordering::Acquire)

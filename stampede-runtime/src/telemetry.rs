@@ -3,7 +3,7 @@
 //! Counters and gauges are exported from the same snapshots as [`Cache::stats`] and
 //! [`Runtime::backend_stats`], as absolute values, so the hit path stays a counter bump
 //! whatever recorder is installed: on their own every [`RuntimeBuilder::metrics_interval`]
-//! (5 s by default) on the shared store's threads, from the first cache a runtime builds,
+//! (5 s by default) on the background threads, from the first cache a runtime builds,
 //! and on demand with [`Runtime::export_metrics`] (before a scrape, for exact figures).
 //! The two histograms (origin call durations, callers' waits on misses) are recorded
 //! when each happens: both are off the hit path. The observability guide

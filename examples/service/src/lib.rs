@@ -35,7 +35,7 @@ pub struct Price {
 pub enum AppError {
     NotFound(u64),
     Database(String),
-    /// stampede's own failures (a timeout, overload), and the shared form of an origin
+    /// stampede's own failures (a timeout, overload), and the wrapped form of an origin
     /// error for the callers that did not run the origin themselves.
     Cache(stampede::Error),
 }
@@ -60,7 +60,7 @@ impl From<stampede::Error> for AppError {
 
 impl AppError {
     /// The error the origin returned, whichever form this caller got: a caller that
-    /// waited for another caller's load gets `Cache(Shared(..))`, which holds it.
+    /// waited for another caller's load gets `Cache(Origin(..))`, which holds it.
     pub fn origin(&self) -> &AppError {
         match self {
             AppError::Cache(cache) => cache.origin_error::<AppError>().unwrap_or(self),

@@ -4,9 +4,9 @@ use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
-use crate::memory::MemoryStore;
+use crate::memory::Memory;
 use crate::policy::Policy;
-use crate::remote::tier::{Found, Tier};
+use crate::shared::tier::{Found, Tier};
 use std::sync::Weak;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
@@ -55,7 +55,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// is no reason to serve it past the bound (it was served as the last good value, at
     /// times seconds after another replica's invalidation had returned).
     pub(super) fn degraded(&self, mut envelope: Envelope<V>, tier: &Tier<K, V>) -> Envelope<V> {
-        let bound = tier.remote.degraded_ttl.unwrap_or(self.policy.stale());
+        let bound = tier.replica.degraded_ttl.unwrap_or(self.policy.stale());
         let until = self.clock.now() + bound;
         envelope.stale_until = envelope.stale_until.min(until);
         envelope.fresh_until = envelope.fresh_until.min(envelope.stale_until);
@@ -65,7 +65,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 
     /// The value the shared store held, when `stale_if_error` lets it stand in for a
     /// failing origin (the redis backend keeps no memory to fall back on).
-    pub(super) fn remote_last_good(
+    pub(super) fn shared_last_good(
         &self,
         found: Option<&mut Found<K, V>>,
         now: Instant,
@@ -88,17 +88,17 @@ pub(super) enum Standing {
 
 /// A cache's memory. On a shared backend, memory tells the cache's side of the store of
 /// each copy it lets go of, so the notices' bookkeeping holds every copy memory does.
-pub(super) fn memory_store<K: CacheKey, V: LocalValue, E: CacheError>(
+pub(super) fn new_memory<K: CacheKey, V: LocalValue, E: CacheError>(
     policy: &Policy,
     real_time: bool,
     shared: bool,
     cache: &Weak<Inner<K, V, E>>,
-) -> MemoryStore<K, V> {
+) -> Memory<K, V> {
     if !shared {
-        return MemoryStore::new(policy, real_time);
+        return Memory::new(policy, real_time);
     }
     let cache = cache.clone();
-    MemoryStore::with_dropped(policy, real_time, move |key, generation| {
+    Memory::with_dropped(policy, real_time, move |key, generation| {
         if let Some(tier) = cache.upgrade().as_deref().and_then(Inner::connected_tier) {
             tier.dropped(key, generation);
         }

@@ -102,7 +102,7 @@ where
         // Only a shared store answers the callers of a miss before its load ends (a stale
         // value there, served while the load refreshes it): the leading caller listens
         // for that beside the load.
-        let early = inner.remote.is_some().then(|| leader.waiter());
+        let early = inner.shared.is_some().then(|| leader.waiter());
         let origin = bind(origin, &key);
         let purpose = Purpose::Miss { detached: true };
         let load = inherit(detached(inner.clone(), key, leader, origin, purpose));

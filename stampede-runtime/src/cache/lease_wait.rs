@@ -5,12 +5,12 @@
 //! [`Inner::quiet_after`]) and never longer than its own lease: each read asks the store
 //! to take the lease over past either (fenced, so the old holder's late publish is
 //! refused).
-use super::remote::Reads;
+use super::shared::Reads;
 use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
-use crate::remote::store::{Holder, Listening, Notice, Wake};
-use crate::remote::tier::Found;
+use crate::shared::store::{Holder, Listening, Notice, Wake};
+use crate::shared::tier::Found;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -69,7 +69,7 @@ impl LeaseWait {
         // came back, or its confirmation timed out): listen again, so the wait ends on the
         // holder's notice, not its deadline.
         if !tier.hears(&found.key) {
-            self.relistened = Some(tier.remote.store().listen(&found.key).await);
+            self.relistened = Some(tier.replica.store().listen(&found.key).await);
         }
         let wake = tier.watch(&found.key);
         let read_fence = found.read.as_ref().map_or(0, |read| read.fence);

@@ -7,7 +7,7 @@
 //!  1. join     the key's flight: a waiter gets the leader's answer, or takes over
 //!  2. memory   a fresh value another flight stored since this caller looked answers it
 //!     -- the leader's steps, run by its leader mode (leader.rs) --
-//!  3. remote   the shared store decides (remote.rs): a fresh value there answers; a
+//!  3. shared   the shared store decides (shared.rs): a fresh value there answers; a
 //!              stale one answers a detached miss's callers at once and is refreshed
 //!              (3b: the lease, unless another replica refreshes it); else the lease
 //!  4. admit    an admission permit, or the load is shed
@@ -23,7 +23,7 @@
 //! being refreshed stays the answer. `Cache::refresh` (write.rs) fences the key and runs
 //! steps 3 to 7 whatever memory and the store hold.
 use super::leader::{leads, within_leader, Called, CountPanic, Runner};
-use super::remote::{Answer, Decision, Refresh};
+use super::shared::{Answer, Decision, Refresh};
 use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
 use crate::admission::Gate;
@@ -33,7 +33,7 @@ use crate::deadline::within;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Join, Outcome};
-use crate::remote::tier::Found;
+use crate::shared::tier::Found;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -297,9 +297,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             // allocation), and only for a cache that has one: the store's steps are most
             // of a load's state, which every miss would otherwise carry (and move into its
             // task).
-            let (mut found, stand_in) = if self.remote.is_some() {
+            let (mut found, stand_in) = if self.shared.is_some() {
                 let read = async {
-                    let mut decision = self.read_remote(&key, leader.as_ref(), purpose).await;
+                    let mut decision = self.read_shared(&key, leader.as_ref(), purpose).await;
                     loop {
                         match decision {
                             Decision::Answer(answer) => {
@@ -358,7 +358,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 now,
             );
             let envelope = match envelope {
-                Some(envelope) if self.tags.of.is_some() || self.remote.is_some() => {
+                Some(envelope) if self.tags.of.is_some() || self.shared.is_some() => {
                     let began = (began, timed.asked);
                     let written = self.write(
                         &key,
@@ -563,7 +563,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             Err(error) => {
                 self.counters.refresh_errors.bump();
-                let last = (self.last_good(key, now)).or_else(|| self.remote_last_good(found, now));
+                let last = (self.last_good(key, now)).or_else(|| self.shared_last_good(found, now));
                 // Read before the origin was called: a tag may have moved since.
                 let last = last.filter(Envelope::tags_current);
                 let stand_in = stand_in.filter(Envelope::tags_current);

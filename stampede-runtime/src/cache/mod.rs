@@ -15,7 +15,7 @@
 //! - `leader.rs`: the two leader modes, as types the load is generic over: detached (the
 //!   leader's steps are a task of their own) and inline (in the leading caller, with
 //!   takeover).
-//! - `remote.rs`: each step's part on the shared store (the read and the lease, and the
+//! - `shared.rs`: each step's part on the shared store (the read and the lease, and the
 //!   decision step 3 returns; publishing, what memory keeps); `lease_wait.rs`: a miss's
 //!   wait for the replica that holds the key's lease; `notices.rs`: what another
 //!   replica's notice does to this cache.
@@ -25,14 +25,14 @@
 mod batch;
 mod blocking;
 mod copies;
-use copies::memory_store;
+use copies::new_memory;
 mod leader;
 mod lease_wait;
 mod load;
 mod lookup;
 mod marks;
 mod notices;
-mod remote;
+mod shared;
 mod tagging;
 mod write;
 
@@ -48,11 +48,11 @@ use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Flights, Leader};
 use crate::hot_keys::{HotKey, HotKeys};
-use crate::memory::MemoryStore;
+use crate::memory::Memory;
 use crate::negative::KnownErrors;
 use crate::policy::Policy;
-use crate::remote::tier::{Codec, Tier};
 use crate::runtime::Runtime;
+use crate::shared::tier::{Codec, Tier};
 use crate::stats::{Counters, Observed, Stats};
 use crate::tags::TagBook;
 use serde::de::DeserializeOwned;
@@ -256,12 +256,12 @@ where
             }
             (true, gate) => (policy, gate),
         };
-        let remote = match (&runtime, self.codec) {
+        let shared = match (&runtime, self.codec) {
             (Ok(runtime), Some(codec)) => {
                 runtime
                     .backend()
                     .keeps_memory()
-                    .map(|keeps_memory| RemoteSide {
+                    .map(|keeps_memory| SharedSide {
                         runtime: runtime.clone(),
                         codec,
                         keeps_memory,
@@ -285,7 +285,7 @@ where
             runtime: tag_runtime,
         };
         let inner = Arc::new_cyclic(|me| Inner {
-            memory: memory_store(&policy, clock.is_real_time(), remote.is_some(), me),
+            memory: new_memory(&policy, clock.is_real_time(), shared.is_some(), me),
             known_errors,
             hot: HotKeys::new(policy.hot_keys()),
             policy,
@@ -295,7 +295,7 @@ where
             counters: Counters::default(),
             generation: AtomicU64::new(0),
             map_error: self.map_error,
-            remote,
+            shared,
             source_version: self.source_version,
             tags,
             marks: OnceLock::new(),
@@ -315,7 +315,7 @@ pub(crate) struct Inner<K, V, E> {
     policy: Policy,
     gate: Gate,
     clock: Clock,
-    memory: MemoryStore<K, V>,
+    memory: Memory<K, V>,
     /// Errors kept by negative caching (`cache_errors`), when the policy asks for it.
     known_errors: Option<KnownErrors<K, E>>,
     flights: Arc<Flights<K, Result<V, E>>>,
@@ -325,7 +325,7 @@ pub(crate) struct Inner<K, V, E> {
     generation: AtomicU64,
     map_error: fn(Error) -> E,
     /// The shared store, for a cache that may go there on a runtime that has one.
-    remote: Option<RemoteSide<K, V>>,
+    shared: Option<SharedSide<K, V>>,
     source_version: Option<VersionOf<V>>,
     /// The cache's tags, if it has any, and where its own tag invalidations go (see
     /// `tags.rs`).
@@ -344,7 +344,7 @@ pub(crate) struct Inner<K, V, E> {
 }
 
 /// A cache's way to the shared store, connected on its first load.
-struct RemoteSide<K, V> {
+struct SharedSide<K, V> {
     runtime: Runtime,
     codec: Codec<K, V>,
     /// Tiered: memory keeps copies of shared values.

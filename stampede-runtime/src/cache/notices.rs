@@ -5,8 +5,8 @@
 use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::envelope::Envelope;
-use crate::remote::store::{NoticeKind, StoreEvent};
-use crate::remote::tier::Tier;
+use crate::shared::store::{NoticeKind, StoreEvent};
+use crate::shared::tier::Tier;
 use std::hash::Hash;
 use std::sync::Weak;
 use tokio::sync::broadcast;

@@ -6,8 +6,8 @@ use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::remote::tier::Found;
 use crate::runtime::Runtime;
+use crate::shared::tier::Found;
 use crate::tags::{self, Began, Refusal, TagBook};
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
@@ -171,7 +171,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // came between them, so a caller that joined the flight before this shares the
         // answer.
         let flight =
-            (flight.filter(|_| self.remote.is_some())).map(|flight| (flight, self.flights.tick()));
+            (flight.filter(|_| self.shared.is_some())).map(|flight| (flight, self.flights.tick()));
         let envelope = if self.tags.of.is_some() {
             let ago = self.clock.precise().saturating_duration_since(asked);
             let read_at = found.as_deref().and_then(|found| found.read.as_ref());
@@ -179,7 +179,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 // The store's clock at the read, which came before the origin call: on one
                 // server, the same clock as the tags' versions.
                 Some(read) => {
-                    let one_clock = self.tier().is_some_and(|t| t.remote.store().one_server());
+                    let one_clock = self.tier().is_some_and(|t| t.replica.store().one_server());
                     let margin = if one_clock {
                         Duration::ZERO
                     } else {
@@ -215,10 +215,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         } else {
             envelope
         };
-        if self.remote.is_none() {
+        if self.shared.is_none() {
             return Written::Kept(Some(envelope));
         }
-        let (copy, taken) = self.write_remote(key, found, envelope).await;
+        let (copy, taken) = self.write_shared(key, found, envelope).await;
         if let (true, Some((flight, sent))) = (taken, flight) {
             flight.rests_on(sent);
         }
@@ -258,12 +258,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     // `TagBook::stamp`); without one to ask now (outside Tokio), or when
                     // it does not answer, the value is not stored: a version assumed
                     // could let a retired value pass for current.
-                    let remote = tagging
+                    let replica = tagging
                         .runtime
                         .as_ref()
-                        .and_then(|runtime| runtime.remote());
-                    let read = match remote {
-                        Some(remote) => remote.tag_versions(&unknown).await.is_ok(),
+                        .and_then(|runtime| runtime.replica());
+                    let read = match replica {
+                        Some(replica) => replica.tag_versions(&unknown).await.is_ok(),
                         None => false,
                     };
                     if read {

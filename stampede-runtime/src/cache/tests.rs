@@ -100,13 +100,13 @@ fn shared_cache(backend: crate::Backend, name: &str) -> (Runtime, Cache<u64, u64
 }
 
 /// The word that the subscription came up reaches each tiered cache's listener on the
-/// store's threads, which other replicas of the process keep busy: it may come after the
+/// background threads, which other replicas of the process keep busy: it may come after the
 /// cache made copies and began loads under that subscription. Those heard every notice
 /// and stay; what began under an earlier subscription (or none) is dropped and detached.
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
-    use crate::remote::store::{Notice, NoticeKind, StoreEvent};
+    use crate::shared::store::{Notice, NoticeKind, StoreEvent};
     use tokio::sync::{broadcast, oneshot};
     async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
         tokio::time::timeout(Duration::from_secs(10), f)
@@ -135,7 +135,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     // gone once the notice sent after the event names it, tells when the event was
     // handled: events are handled in order.
     let (events, heard) = broadcast::channel(16);
-    crate::remote::background::spawn(notices::follow(Arc::downgrade(&cache.inner), heard));
+    crate::shared::background::spawn(notices::follow(Arc::downgrade(&cache.inner), heard));
     let marker = |key: u64| {
         let cache = cache.clone();
         async move {
@@ -209,7 +209,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_notice_older_than_the_waiters_read_is_not_served() {
-    use crate::remote::store::{Notice, NoticeKind};
+    use crate::shared::store::{Notice, NoticeKind};
     let Some(redis) = testkit::RedisServer::start() else {
         return;
     };
@@ -276,7 +276,7 @@ async fn a_copy_is_heard_only_while_its_bucket_is() {
         .find(|(_, entry)| !tier.hears(entry))
         .unwrap();
     assert!(!tier.copied(&entry, &key, 5, 1, epoch), "not heard");
-    let listening = tier.remote.store().listen(&entry).await;
+    let listening = tier.replica.store().listen(&entry).await;
     assert_eq!(listening.epoch(), epoch);
     assert!(tier.copied(&entry, &key, 5, 2, epoch), "heard");
     assert!(

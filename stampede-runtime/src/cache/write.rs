@@ -8,8 +8,8 @@ use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::remote::store::{Invalidated, LeaseFor, WriteThrough};
-use crate::remote::tier::Tier;
+use crate::shared::store::{Invalidated, LeaseFor, WriteThrough};
+use crate::shared::tier::Tier;
 use futures_util::FutureExt;
 use std::future::Future;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         }
         let began = (inner.tags_began(), inner.clock.precise());
         inner.invalidate_here(&key);
-        let invalidated = inner.invalidate_remote(&key).await;
+        let invalidated = inner.invalidate_shared(&key).await;
         // Where it began, in the store's fences: its own invalidation's fence is at most
         // the server's milliseconds then × 1024 (plus the raises of that millisecond), less
         // the time since it began (an estimate never after its start).
@@ -73,7 +73,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         let leader = inner.flights.start(&key);
         // The lease whatever is stored, as a refresh takes it: the value goes out under
         // the newest fence, past the one this insert just raised.
-        let mut found = inner.find_remote(&key, LeaseFor::Refresh, None, None).await;
+        let mut found = inner.find_shared(&key, LeaseFor::Refresh, None, None).await;
         if let Some(found) = found.as_mut() {
             found.write_through = write_through;
         }
@@ -171,7 +171,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
         // Fence first: a load that stores before the fence moves is removed just after.
         self.inner.invalidate_here(key);
-        self.inner.invalidate_remote(key).await.map(drop)
+        self.inner.invalidate_shared(key).await.map(drop)
     }
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
@@ -229,8 +229,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             }
         };
         let inner = &self.inner;
-        if inner.remote.is_some() {
-            return inner.invalidate_remote_at(key, source_version).await;
+        if inner.shared.is_some() {
+            return inner.invalidate_shared_at(key, source_version).await;
         }
         if inner.raise_mark(key, source_version) {
             inner.invalidate_here(key);
@@ -253,7 +253,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         if let Some(known) = &self.inner.known_errors {
             known.clear();
         }
-        self.inner.invalidate_all_remote().await
+        self.inner.invalidate_all_shared().await
     }
 }
 
@@ -269,7 +269,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// The tier an invalidation goes through: none without a shared backend, an error
     /// when there is no connection to it (none is made outside a Tokio runtime).
     fn invalidation_tier(&self) -> Result<Option<&Arc<Tier<K, V>>>, Error> {
-        if self.remote.is_none() {
+        if self.shared.is_none() {
             return Ok(None);
         }
         self.tier().map(Some).ok_or_else(|| {
@@ -293,7 +293,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// the invalidation reached it and may keep what it read, and no notice undoes that
     /// here (a replica does not hear its own): seed 20835591, where a tiered replica
     /// served the retired value from memory after its own `invalidate` returned.
-    pub(super) async fn invalidate_remote(&self, key: &K) -> Result<Option<u64>, Error> {
+    pub(super) async fn invalidate_shared(&self, key: &K) -> Result<Option<u64>, Error> {
         let Some(tier) = self.invalidation_tier()? else {
             return Ok(None);
         };
@@ -302,7 +302,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             backend(format!("the key cannot be written for the shared store ({error}); applied in this process only"))
         })?;
         tier.forget(&entry);
-        let invalidated = tier.remote.invalidate(entry.clone()).await;
+        let invalidated = tier.replica.invalidate(entry.clone()).await;
         self.invalidate_here(key);
         tier.forget(&entry);
         let invalidated = invalidated.map_err(|error| {
@@ -319,7 +319,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
     /// When the store cannot decide, the value is dropped here (the side that can only cost
     /// a reload) and the invalidation queued.
-    pub(super) async fn invalidate_remote_at(&self, key: &K, version: u64) -> Result<(), Error> {
+    pub(super) async fn invalidate_shared_at(&self, key: &K, version: u64) -> Result<(), Error> {
         let backend = |message: String| Error::Backend {
             cache: self.policy.name().clone(),
             message,
@@ -337,7 +337,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 return Err(backend(format!("the key cannot be written for the shared store ({error}); applied in this process only")));
             }
         };
-        match tier.remote.invalidate_at(entry.clone(), version).await {
+        match tier.replica.invalidate_at(entry.clone(), version).await {
             Ok(Invalidated::Fenced { .. }) => {
                 self.invalidate_here(key);
                 tier.forget(&entry);
@@ -355,7 +355,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// This cache's part of `invalidate_all` on the shared store.
-    pub(super) async fn invalidate_all_remote(&self) -> Result<(), Error> {
+    pub(super) async fn invalidate_all_shared(&self) -> Result<(), Error> {
         let Some(tier) = self.invalidation_tier()? else {
             return Ok(());
         };

@@ -68,7 +68,7 @@ fn another_holder_gets_the_shared_form_of_the_same_original() {
 fn a_caller_that_did_not_run_the_origin_gets_the_shared_form() {
     let answer = Answer::new(AppError::from, false);
     let got = shared_answer(&answer, Failure::origin(AppError::Db(NotClone(1))));
-    assert!(matches!(got, AppError::Cache(Error::Shared(_))));
+    assert!(matches!(got, AppError::Cache(Error::Origin(_))));
 }
 
 #[test]

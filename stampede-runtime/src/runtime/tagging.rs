@@ -59,10 +59,10 @@ impl Runtime {
         // A connection made earlier serves outside Tokio too: its replayer sends the tag.
         let connected = self
             .state
-            .remote
+            .replica
             .get()
-            .and_then(|remote| remote.as_ref().ok());
-        let Some(remote) = self.remote().or(connected) else {
+            .and_then(|replica| replica.as_ref().ok());
+        let Some(replica) = self.replica().or(connected) else {
             // Nowhere to send it yet: retired here, owed until a connection is made.
             book.owe(name);
             return Err(Error::Backend {
@@ -70,7 +70,7 @@ impl Runtime {
                 message: "no connection to the shared store (none is made outside a Tokio runtime); applied in this process only".into(),
             });
         };
-        remote.invalidate_tag(name).await.map_err(|error| Error::Backend {
+        replica.invalidate_tag(name).await.map_err(|error| Error::Backend {
             cache,
             message: format!("{error}; applied in this process and queued, sent again until the shared store takes it"),
         })

@@ -53,7 +53,7 @@ impl metrics::HistogramFn for Samples {
 }
 
 /// The process's recorder, for what is recorded off the test's thread (the interval
-/// export on the store's threads) or inside a load (the histograms): installed once.
+/// export on the background threads) or inside a load (the histograms): installed once.
 fn global() -> &'static Kept {
     static KEPT: std::sync::OnceLock<&'static Kept> = std::sync::OnceLock::new();
     KEPT.get_or_init(|| {

@@ -1,0 +1,999 @@
+//! stampede's Lua scripts (`shared/redis/lua/*.lua`), written out again in Rust: one
+//! function per script, in the script's order, each helper named after the prelude's.
+//! A change to a script changes its function here in the same commit; the differential
+//! test holds the two together.
+//!
+//! What Redis and Lua do on the way is done the same here:
+//! - Lua numbers are doubles (`f64`): the header's `u64_at` rounds above 2^53 as Lua does,
+//!   and a reply's numbers are truncated to integers.
+//! - `redis.pcall` turns an error into a table the script inspects (`Err` here); the
+//!   scripts' `redis.call`s never fail on a server that runs them at all.
+//! - A number handed to `redis.call` travels as `%.17g` text: `SET … PX` of a number of 17
+//!   digits or more is not an integer to Redis.
+//! - With memory full, Redis refuses a script's `SET` until one of its writes went
+//!   through (a `DEL`, even of nothing): a script is never stopped halfway.
+//! - Arguments are stampede's (`ops.rs`, `tags.rs`): arguments a script would fail on
+//!   (a missing key, a non-number where it adds) get an error reply that says the model
+//!   does not run them, where Lua would raise one of its own.
+use super::{Data, Entry, Expiry, Refusal, Server};
+use redis::Value;
+use std::sync::OnceLock;
+
+/// One of stampede's scripts, as the model recognises it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Script {
+    Read,
+    Publish,
+    Invalidate,
+    Release,
+    Beat,
+    Tag,
+    Probe,
+}
+
+/// Each script with the text EVAL sends and the SHA1 EVALSHA names, from the store's own
+/// scripts (prelude included), so the model knows exactly what the store sends.
+fn known() -> &'static [(Script, String, String)] {
+    static KNOWN: OnceLock<Vec<(Script, String, String)>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let scripts = crate::shared::redis::Scripts::new();
+        [
+            (Script::Read, &scripts.read),
+            (Script::Publish, &scripts.publish),
+            (Script::Invalidate, &scripts.invalidate),
+            (Script::Release, &scripts.release),
+            (Script::Beat, &scripts.beat),
+            (Script::Tag, &scripts.tag),
+            (Script::Probe, &scripts.probe),
+        ]
+        .into_iter()
+        .map(|(script, lua)| (script, lua.code().to_owned(), lua.hash().to_owned()))
+        .collect()
+    })
+}
+
+impl Script {
+    /// The script EVALSHA names (Redis reads the hash in any case).
+    pub(super) fn by_hash(sha: &[u8]) -> Option<Self> {
+        known()
+            .iter()
+            .find(|(_, _, hash)| hash.as_bytes().eq_ignore_ascii_case(sha))
+            .map(|(script, _, _)| *script)
+    }
+
+    /// The script whose text EVAL sends.
+    pub(super) fn by_text(text: &[u8]) -> Option<Self> {
+        known()
+            .iter()
+            .find(|(_, code, _)| code.as_bytes() == text)
+            .map(|(script, _, _)| *script)
+    }
+
+    /// How many keys the script reads (`KEYS[n]`).
+    fn keys(self) -> usize {
+        match self {
+            Script::Tag | Script::Probe => 1,
+            _ => 3,
+        }
+    }
+}
+
+// The prelude's constants.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+const FENCE_KEEP_MS: f64 = 3_600_000.0;
+const MARK_KEEP_MS: f64 = 86_400_000.0;
+
+/// Runs `script` with `keys` and `argv` at `now_us`; its reply, as Redis converts Lua's.
+pub(super) fn run(
+    server: &mut Server,
+    script: Script,
+    now_us: u64,
+    keys: &[Vec<u8>],
+    argv: &[Vec<u8>],
+    published: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<Value, Refusal> {
+    if keys.len() < script.keys() {
+        return Err(unmodelled(format!(
+            "{script:?} reads {} keys, and {} were given",
+            script.keys(),
+            keys.len()
+        )));
+    }
+    let mut run = Run {
+        server,
+        now_us,
+        keys,
+        argv,
+        dirty: false,
+        published,
+    };
+    match script {
+        Script::Read => run.read(),
+        Script::Publish => run.publish(),
+        Script::Invalidate => run.invalidate(),
+        Script::Release => run.release(),
+        Script::Beat => run.beat(),
+        Script::Tag => run.tag(),
+        Script::Probe => run.probe(),
+    }
+}
+
+/// The reply to arguments stampede never sends, on which Lua would raise an error.
+fn unmodelled(what: String) -> Refusal {
+    Refusal(format!(
+        "ERR the model of Redis does not run stampede's scripts with arguments stampede never sends: {what}"
+    ))
+}
+
+/// One run of a script: what its `redis.call`s and `redis.pcall`s reach.
+struct Run<'a> {
+    server: &'a mut Server,
+    now_us: u64,
+    keys: &'a [Vec<u8>],
+    argv: &'a [Vec<u8>],
+    /// A write went through: with memory full, Redis lets the script's later writes pass.
+    dirty: bool,
+    published: &'a mut Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// How a script's `SET` gives the TTL.
+enum Ttl<'t> {
+    /// `'PX', ARGV[n]`: the argument's text.
+    Text(&'t [u8]),
+    /// `'PX', n`: a Lua number, sent as `%.17g` text.
+    Number(f64),
+    /// `'KEEPTTL'`.
+    Keep,
+}
+
+/// The prelude's `header(envelope)`: the fields of a stored envelope the scripts decide on.
+struct Head {
+    fresh_until: f64,
+    stale_until: f64,
+    keep_until: f64,
+    fence: Option<f64>,
+    version: Option<Vec<u8>>,
+}
+
+/// The prelude's `get_fence()`.
+#[derive(Default)]
+struct Fence {
+    fence: Option<f64>,
+    mark: Option<Vec<u8>>,
+    recompute: Option<f64>,
+    /// The fence the last invalidation raised it to.
+    invalidated: Option<f64>,
+    /// The fence the invalidation before the last raised it to.
+    before: Option<f64>,
+}
+
+/// The prelude's `get_lease()`.
+struct Lease {
+    fence: f64,
+    token: Vec<u8>,
+    granted: f64,
+    alive: f64,
+    recompute: Option<f64>,
+    waited: bool,
+}
+
+// What `redis.call` and `redis.pcall` reach, at the script's one instant.
+impl Run<'_> {
+    /// `ARGV[n]`; a missing one is an argument stampede never leaves out.
+    fn arg(&self, n: usize) -> Result<&[u8], Refusal> {
+        self.argv
+            .get(n - 1)
+            .map(Vec::as_slice)
+            .ok_or_else(|| unmodelled(format!("ARGV[{n}] is missing")))
+    }
+
+    /// `tonumber(ARGV[n])` where the script computes with it.
+    fn number(&self, n: usize) -> Result<f64, Refusal> {
+        let text = self.arg(n)?;
+        tonumber(text).ok_or_else(|| {
+            unmodelled(format!(
+                "ARGV[{n}] is {:?}, not a number",
+                String::from_utf8_lossy(text)
+            ))
+        })
+    }
+
+    fn now_ms(&self) -> f64 {
+        (self.now_us / 1000) as f64
+    }
+
+    fn now_ms_int(&self) -> u64 {
+        self.now_us / 1000
+    }
+
+    /// `redis.pcall('GET', key)`: the string, `Ok(None)` when missing, `Err` for another type.
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+        let now = self.now_ms_int();
+        match self.server.live(key, now) {
+            None => Ok(None),
+            Some(Entry {
+                data: Data::String(value),
+                ..
+            }) => Ok(Some(value.clone())),
+            Some(_) => Err(Refusal::wrong_type()),
+        }
+    }
+
+    fn pttl(&mut self, key: &[u8]) -> f64 {
+        let now = self.now_ms_int();
+        self.server.pttl(key, now) as f64
+    }
+
+    fn exists(&mut self, key: &[u8]) -> bool {
+        let now = self.now_ms_int();
+        self.server.live(key, now).is_some()
+    }
+
+    /// `redis.pcall('SET', key, value, 'PX', ttl)` (or `'KEEPTTL'`).
+    fn set(&mut self, key: &[u8], value: Vec<u8>, ttl: Ttl) -> Result<(), Refusal> {
+        if self.server.memory_full && !self.dirty {
+            return Err(Refusal::out_of_memory());
+        }
+        self.dirty = true;
+        let now = self.now_ms_int();
+        let expiry = match ttl {
+            Ttl::Keep => Expiry::Keep,
+            Ttl::Text(text) => Expiry::At(super::expires_at(
+                super::string_to_i64(text).ok_or_else(Refusal::not_an_integer)?,
+                now,
+                "set",
+            )?),
+            Ttl::Number(n) => Expiry::At(super::expires_at(
+                integer_text(n).ok_or_else(Refusal::not_an_integer)?,
+                now,
+                "set",
+            )?),
+        };
+        self.server.store(key, value, expiry, now);
+        Ok(())
+    }
+
+    /// `redis.call('DEL', …)`: a write, even when it deletes nothing.
+    fn del(&mut self, keys: &[&[u8]]) {
+        self.dirty = true;
+        let now = self.now_ms_int();
+        for key in keys {
+            if self.server.live(key, now).is_some() {
+                self.server.keyspace.remove(*key);
+            }
+        }
+    }
+
+    /// `redis.call('PUBLISH', channel, message)`.
+    fn send(&mut self, channel: &[u8], message: Vec<u8>) {
+        self.published.push((channel.to_vec(), message));
+    }
+
+    /// `redis.pcall('INFO', 'server')`.
+    fn info(&self) -> Result<String, Refusal> {
+        if self.server.info_refused {
+            return Err(Refusal::new(
+                "ERR The user executing the script can't run this command or subcommand",
+            ));
+        }
+        Ok(self.server.info(self.now_us))
+    }
+}
+
+// The prelude.
+impl Run<'_> {
+    /// `get_string(key)`: nil when missing or of another type.
+    fn get_string(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        self.get(key).ok().flatten()
+    }
+
+    fn get_fence(&mut self) -> Option<Fence> {
+        let v = self.get_string(&self.keys[2])?;
+        let fence = exact(leading_digits(&v))?;
+        Some(Fence {
+            fence: Some(fence),
+            mark: version_or_nil(digits_after(&v, b" m")),
+            recompute: exact(digits_after(&v, b" r")),
+            invalidated: exact(digits_after(&v, b" i")),
+            before: exact(digits_after(&v, b" b")),
+        })
+    }
+
+    fn write_fence(
+        &mut self,
+        fence: f64,
+        mark: Option<&[u8]>,
+        recompute: Option<f64>,
+        keep_ms: f64,
+        invalidated: Option<f64>,
+        before: Option<f64>,
+    ) -> bool {
+        let mut value = digits(fence).into_bytes();
+        let mut keep = keep_ms;
+        if let Some(mark) = mark {
+            value.extend_from_slice(b" m");
+            value.extend_from_slice(mark);
+            keep = lua_max(keep_ms, MARK_KEEP_MS);
+        }
+        if let Some(recompute) = recompute {
+            value.extend_from_slice(b" r");
+            value.extend_from_slice(digits(recompute).as_bytes());
+        }
+        if let Some(invalidated) = invalidated {
+            value.extend_from_slice(b" i");
+            value.extend_from_slice(digits(invalidated).as_bytes());
+        }
+        if let Some(before) = before {
+            value.extend_from_slice(b" b");
+            value.extend_from_slice(digits(before).as_bytes());
+        }
+        let key = self.keys[2].clone();
+        self.set(&key, value, Ttl::Number(keep)).is_ok()
+    }
+
+    fn raise_fence(
+        &mut self,
+        now: f64,
+        stored_fence: Option<f64>,
+        keep_ms: f64,
+        mark: Option<&[u8]>,
+        invalidation: bool,
+    ) -> Option<f64> {
+        let kept = self.get_fence().unwrap_or_default();
+        let mut current = kept.fence.unwrap_or(now * 1024.0);
+        if let Some(stored) = stored_fence
+            && stored > current
+        {
+            current = stored;
+        }
+        if current < now * 1024.0 {
+            current = now * 1024.0;
+        }
+        if current + 1.0 >= EXACT {
+            current = now * 1024.0;
+        }
+        let fence = current + 1.0;
+        let mark = mark.or(kept.mark.as_deref());
+        let (invalidated, before) = if invalidation {
+            (Some(fence), kept.invalidated)
+        } else {
+            (kept.invalidated, kept.before)
+        };
+        if !self.write_fence(fence, mark, kept.recompute, keep_ms, invalidated, before) {
+            return None;
+        }
+        Some(fence)
+    }
+
+    fn get_lease(&mut self) -> Option<Lease> {
+        let v = self.get_string(&self.keys[1])?;
+        let fields = lease_fields(&v)?;
+        Some(Lease {
+            fence: exact(Some(fields.fence))?,
+            token: fields.token.to_vec(),
+            granted: exact(Some(fields.granted))?,
+            alive: exact(Some(fields.alive))?,
+            recompute: exact(fields.recompute),
+            waited: v.ends_with(b" w"),
+        })
+    }
+
+    fn incarnation(&self) -> Vec<u8> {
+        match self.info() {
+            Ok(info) => after_pattern(info.as_bytes(), b"run_id:", u8::is_ascii_hexdigit)
+                .unwrap_or_default()
+                .to_vec(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn notice(&mut self, channel: &[u8], kind: &str, fence: f64, replica: &[u8]) {
+        let mut message = format!("{kind} {} ", digits(fence)).into_bytes();
+        message.extend_from_slice(replica);
+        message.push(b' ');
+        message.extend_from_slice(&self.keys[0]);
+        self.send(channel, message);
+    }
+}
+
+// The scripts.
+impl Run<'_> {
+    /// `read.lua`.
+    fn read(&mut self) -> Result<Value, Refusal> {
+        let now = self.now_ms();
+        let value_key = self.keys[0].clone();
+        let mut envelope = self.get_string(&value_key);
+        let mut repaired: &str = "";
+        if let Some(stored) = &envelope {
+            let ttl = self.pttl(&value_key);
+            let head = header(Some(stored));
+            if ttl < 0.0 {
+                envelope = None;
+                repaired = "value without a TTL";
+            } else if let Some(head) = head
+                && !plausible(&head, now, ttl)
+            {
+                envelope = None;
+                repaired = "deadlines past the TTL";
+            }
+        }
+        let head = header(envelope.as_deref());
+        let stored_fence = head.as_ref().and_then(|head| head.fence);
+        let fence_keep = lua_max(FENCE_KEEP_MS, self.number(2)?);
+        let kept = self.get_fence();
+        let mut fence = kept.as_ref().and_then(|kept| kept.fence);
+        let last_recompute = kept.as_ref().and_then(|kept| kept.recompute);
+        if fence.is_none() {
+            if self.exists(&self.keys[2].clone()) {
+                repaired = "fence not ours";
+            }
+            fence = Some(
+                self.raise_fence(now, stored_fence, fence_keep, None, false)
+                    .unwrap_or(0.0),
+            );
+        }
+        let fence = fence.unwrap_or(0.0);
+        let reply = |envelope: &Option<Vec<u8>>,
+                     fence: f64,
+                     lease: Vec<u8>,
+                     numbers: [f64; 4],
+                     repaired: &str,
+                     incarnation: Vec<u8>| {
+            let mut reply = vec![
+                int(now),
+                envelope.clone().map_or(Value::Nil, Value::BulkString),
+                int(fence),
+                Value::BulkString(lease),
+            ];
+            reply.extend(numbers.map(int));
+            reply.push(Value::BulkString(repaired.as_bytes().to_vec()));
+            reply.push(Value::BulkString(incarnation));
+            Value::Array(reply)
+        };
+        let mode = self.arg(1)?.to_vec();
+        let servable = head.as_ref().is_some_and(|head| now < head.stale_until);
+        if mode == b"none" || (mode == b"miss" && servable) {
+            let incarnation = self.incarnation();
+            return Ok(reply(
+                &envelope,
+                fence,
+                b"none".to_vec(),
+                [0.0, 0.0, 0.0, -1.0],
+                repaired,
+                incarnation,
+            ));
+        }
+        let token = self.arg(3)?.to_vec();
+        let lease = self.get_lease();
+        let mut granted: &[u8] = b"granted";
+        if let Some(lease) = &lease {
+            let left = self.pttl(&self.keys[1].clone());
+            if left > 0.0 {
+                let held_for = lua_max(now - lease.granted, 0.0);
+                let silent_for = lua_max(now - lease.alive, 0.0);
+                let recompute = lease.recompute.or(last_recompute).unwrap_or(-1.0);
+                if lease.token == token {
+                    let incarnation = self.incarnation();
+                    return Ok(reply(
+                        &envelope,
+                        lease.fence,
+                        b"granted".to_vec(),
+                        [left, held_for, silent_for, recompute],
+                        repaired,
+                        incarnation,
+                    ));
+                }
+                let (quiet_after, held_after) = (self.number(4)?, self.number(5)?);
+                let quiet = quiet_after >= 0.0 && silent_for >= quiet_after;
+                let overdue = held_after >= 0.0 && held_for >= held_after;
+                if mode != b"force" && !quiet && !overdue {
+                    if mode == b"miss" && !lease.waited {
+                        let marked = lease_value(
+                            lease.fence,
+                            &lease.token,
+                            lease.granted,
+                            lease.alive,
+                            lease.recompute,
+                            true,
+                        );
+                        let lease_key = self.keys[1].clone();
+                        // A refusal (memory full) leaves the lease unmarked, as the script does.
+                        let _ = self.set(&lease_key, marked, Ttl::Keep);
+                    }
+                    let mut held = b"held ".to_vec();
+                    held.extend_from_slice(&lease.token);
+                    let incarnation = self.incarnation();
+                    return Ok(reply(
+                        &envelope,
+                        fence,
+                        held,
+                        [left, held_for, silent_for, recompute],
+                        repaired,
+                        incarnation,
+                    ));
+                }
+                granted = b"taken over";
+            }
+        }
+        let Some(taken) = self.raise_fence(now, stored_fence, fence_keep, None, false) else {
+            let incarnation = self.incarnation();
+            return Ok(reply(
+                &envelope,
+                fence,
+                b"none".to_vec(),
+                [0.0, 0.0, 0.0, -1.0],
+                "memory full",
+                incarnation,
+            ));
+        };
+        let mut recompute = self.number(6)?;
+        if recompute < 0.0 {
+            recompute = last_recompute.unwrap_or(-1.0);
+        }
+        let waited = granted == b"taken over" && lease.as_ref().is_some_and(|lease| lease.waited);
+        let recorded = lease_value(taken, &token, now, now, Some(recompute), waited);
+        let lease_key = self.keys[1].clone();
+        let ttl = self.arg(2)?.to_vec();
+        if self.set(&lease_key, recorded, Ttl::Text(&ttl)).is_err() {
+            let incarnation = self.incarnation();
+            return Ok(reply(
+                &envelope,
+                taken,
+                b"none".to_vec(),
+                [0.0, 0.0, 0.0, -1.0],
+                "memory full",
+                incarnation,
+            ));
+        }
+        let lease_ttl = self.number(2)?;
+        let incarnation = self.incarnation();
+        Ok(reply(
+            &envelope,
+            taken,
+            granted.to_vec(),
+            [lease_ttl, 0.0, 0.0, recompute],
+            repaired,
+            incarnation,
+        ))
+    }
+
+    /// `publish.lua`.
+    fn publish(&mut self) -> Result<Value, Refusal> {
+        let now = self.now_ms();
+        let fence = self.number(1)?;
+        let kept = self.get_fence().unwrap_or_default();
+        let (current, mark) = (kept.fence, kept.mark);
+        let lease = self.get_lease();
+        let token = self.arg(7)?.to_vec();
+        let owner = lease
+            .as_ref()
+            .is_some_and(|lease| !token.is_empty() && lease.token == token);
+        let channel = self.arg(5)?.to_vec();
+        let replica = self.arg(6)?.to_vec();
+        let refuse = |run: &mut Self, outcome: &str| {
+            if owner {
+                let lease_key = run.keys[1].clone();
+                run.del(&[&lease_key]);
+            }
+            run.notice(&channel, "r", fence, &replica);
+            Ok(Value::Array(vec![
+                Value::BulkString(outcome.as_bytes().to_vec()),
+                Value::Int(1),
+            ]))
+        };
+        if current != Some(fence) {
+            return refuse(self, "fence");
+        }
+        // A write-through that began before an invalidation other than its own: the last,
+        // or, when its own is the last, the one before it.
+        let own = self.arg(11)?.to_vec();
+        if !own.is_empty() {
+            let other = match kept.invalidated {
+                Some(last) if Some(last) == tonumber(&own) => kept.before,
+                last => last,
+            };
+            if let Some(other) = other
+                && other >= self.number(12)?
+            {
+                return refuse(self, "fence");
+            }
+        }
+        let read_under = self.arg(9)?.to_vec();
+        if !read_under.is_empty() && read_under != self.incarnation() {
+            return refuse(self, "restarted");
+        }
+        let version = version_or_nil(Some(self.arg(4)?));
+        if let (Some(mark), Some(version)) = (&mark, &version)
+            && version_above(mark, version)
+        {
+            return refuse(self, "version");
+        }
+        let stored = self.get_string(&self.keys[0].clone());
+        let head = header(stored.as_deref());
+        if let (Some(version), Some(stored_version)) = (
+            &version,
+            head.as_ref().and_then(|head| head.version.as_ref()),
+        ) && version_above(stored_version, version)
+        {
+            return refuse(self, "version");
+        }
+        let ttl = self.number(3)? - now;
+        if ttl <= 0.0 {
+            return refuse(self, "expired");
+        }
+        let envelope = self.arg(2)?.to_vec();
+        let value_key = self.keys[0].clone();
+        if self
+            .set(&value_key, envelope.clone(), Ttl::Number(ttl))
+            .is_err()
+        {
+            return refuse(self, "memory");
+        }
+        if owner {
+            let lease_key = self.keys[1].clone();
+            self.del(&[&lease_key]);
+        }
+        // `tonumber(ARGV[8])`: not a number is no recompute time, not an error.
+        let recompute = tonumber(self.arg(8)?);
+        self.write_fence(
+            fence,
+            mark.as_deref(),
+            recompute,
+            lua_max(FENCE_KEEP_MS, ttl),
+            kept.invalidated,
+            kept.before,
+        );
+        let waited = lease.as_ref().is_some_and(|lease| lease.waited);
+        if owner && waited && envelope.len() as f64 <= self.number(10)? {
+            let mut message = format!("v {} ", digits(fence)).into_bytes();
+            message.extend_from_slice(&replica);
+            message.extend_from_slice(format!(" {} ", value_key.len()).as_bytes());
+            message.extend_from_slice(&value_key);
+            message.extend_from_slice(&envelope);
+            self.send(&channel, message);
+        } else {
+            self.notice(&channel, "p", fence, &replica);
+        }
+        Ok(Value::Array(vec![
+            Value::BulkString(b"stored".to_vec()),
+            Value::Int(1),
+        ]))
+    }
+
+    /// `invalidate.lua`.
+    fn invalidate(&mut self) -> Result<Value, Refusal> {
+        let now = self.now_ms();
+        let stored = self.get_string(&self.keys[0].clone());
+        let head = header(stored.as_deref());
+        let version = version_or_nil(Some(self.arg(3)?));
+        let kept = self.get_fence().unwrap_or_default();
+        let (current, mark) = (kept.fence, kept.mark.clone());
+        let (channel, replica) = (self.arg(1)?.to_vec(), self.arg(2)?.to_vec());
+        if let Some(version) = &version {
+            if let Some(mark) = &mark
+                && version_above(mark, version)
+            {
+                return Ok(Value::Int(-1));
+            }
+            if let Some(stored_version) = head.as_ref().and_then(|head| head.version.as_ref())
+                && !version_above(version, stored_version)
+            {
+                let fence = current.unwrap_or(now * 1024.0);
+                if !self.write_fence(
+                    fence,
+                    Some(version),
+                    kept.recompute,
+                    FENCE_KEEP_MS,
+                    kept.invalidated,
+                    kept.before,
+                ) {
+                    return Ok(Value::Int(-2));
+                }
+                self.notice(&channel, "i", fence, &replica);
+                return Ok(Value::Int(-1));
+            }
+        }
+        let (value_key, lease_key) = (self.keys[0].clone(), self.keys[1].clone());
+        self.del(&[&value_key, &lease_key]);
+        let stored_fence = head.as_ref().and_then(|head| head.fence);
+        let fence = self.raise_fence(now, stored_fence, FENCE_KEEP_MS, version.as_deref(), true);
+        self.notice(&channel, "i", fence.unwrap_or(0.0), &replica);
+        Ok(Value::Int(fence.map_or(-2, |fence| fence as i64)))
+    }
+
+    /// `release.lua`.
+    fn release(&mut self) -> Result<Value, Refusal> {
+        let token = self.arg(1)?.to_vec();
+        let Some(lease) = self.get_lease().filter(|lease| lease.token == token) else {
+            return Ok(Value::Int(0));
+        };
+        let lease_key = self.keys[1].clone();
+        self.del(&[&lease_key]);
+        let (channel, replica) = (self.arg(2)?.to_vec(), self.arg(3)?.to_vec());
+        self.notice(&channel, "r", lease.fence, &replica);
+        Ok(Value::Int(1))
+    }
+
+    /// `beat.lua`.
+    fn beat(&mut self) -> Result<Value, Refusal> {
+        let token = self.arg(1)?.to_vec();
+        let Some(lease) = self.get_lease().filter(|lease| lease.token == token) else {
+            return Ok(Value::Int(0));
+        };
+        let alive = lease_value(
+            lease.fence,
+            &lease.token,
+            lease.granted,
+            self.now_ms(),
+            lease.recompute,
+            lease.waited,
+        );
+        let lease_key = self.keys[1].clone();
+        Ok(Value::Int(i64::from(
+            self.set(&lease_key, alive, Ttl::Keep).is_ok(),
+        )))
+    }
+
+    /// `tag.lua`.
+    fn tag(&mut self) -> Result<Value, Refusal> {
+        let mut version = self.now_us as f64;
+        let tag_key = self.keys[0].clone();
+        let held = exact(self.get_string(&tag_key).as_deref());
+        if let Some(held) = held
+            && held >= version
+        {
+            version = held + 1.0;
+        }
+        let text = digits(version);
+        let mut keep = self.number(1)?;
+        let left = self.pttl(&tag_key);
+        if left > keep {
+            keep = left;
+        }
+        let kept = self
+            .set(&tag_key, text.clone().into_bytes(), Ttl::Number(keep))
+            .is_ok();
+        let channel = self.arg(2)?.to_vec();
+        let mut message = format!("t {text} ").into_bytes();
+        message.extend_from_slice(self.arg(3)?);
+        message.push(b' ');
+        message.extend_from_slice(self.arg(4)?);
+        self.send(&channel, message);
+        Ok(Value::BulkString(
+            if kept { text } else { format!("memory {text}") }.into_bytes(),
+        ))
+    }
+
+    /// `probe.lua`: each command the scripts use that this server refuses, named.
+    fn probe(&mut self) -> Result<Value, Refusal> {
+        let key = self.keys[0].clone();
+        let mut refused = Vec::new();
+        let mut try_command = |name: &str, outcome: Result<(), Refusal>| {
+            if let Err(Refusal(error)) = outcome {
+                refused.push(Value::BulkString(format!("{name}: {error}").into_bytes()));
+            }
+        };
+        // TIME, EXISTS, PTTL, DEL and PUBLISH are refused only by an ACL the model has not.
+        try_command("get", self.get(&key).map(drop));
+        let set = self.set(&key, b"probe".to_vec(), Ttl::Number(1000.0));
+        try_command("set", set);
+        self.del(&[&key]);
+        let channel = self.arg(1)?.to_vec();
+        self.send(&channel, b"probe".to_vec());
+        try_command("info", self.info().map(drop));
+        Ok(Value::Array(refused))
+    }
+}
+
+/// A Lua number as a reply: Redis truncates it to an integer.
+fn int(n: f64) -> Value {
+    Value::Int(n as i64)
+}
+
+/// `math.max(a, b)`: Lua keeps the first unless the second is greater.
+fn lua_max(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// `string.format('%.0f', n)`.
+fn digits(n: f64) -> String {
+    if (0.0..EXACT).contains(&n) && n.fract() == 0.0 {
+        (n as u64).to_string()
+    } else {
+        format!("{n:.0}")
+    }
+}
+
+/// A Lua number as `redis.call` sends it (`%.17g`), read back as Redis's `string2ll`
+/// would: an integer below 10^17 in magnitude is plain digits; anything else has an
+/// exponent, a point or a `-0` and is not an integer to Redis.
+fn integer_text(n: f64) -> Option<i64> {
+    (n.fract() == 0.0 && n.abs() < 1e17 && !(n == 0.0 && n.is_sign_negative())).then_some(n as i64)
+}
+
+/// Lua 5.1's `tonumber(text)`: a decimal number (what `strtod` reads: sign, point,
+/// exponent, `inf`, `nan`) or a `0x` hexadecimal integer, with spaces around it.
+fn tonumber(text: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    if trimmed.is_empty() {
+        return None;
+    }
+    let unsigned = trimmed.trim_start_matches(['+', '-']);
+    if let Some(hex) = unsigned
+        .strip_prefix("0x")
+        .or_else(|| unsigned.strip_prefix("0X"))
+    {
+        let value = u64::from_str_radix(hex, 16).ok()? as f64;
+        return Some(if trimmed.starts_with('-') {
+            -value
+        } else {
+            value
+        });
+    }
+    trimmed.parse().ok()
+}
+
+/// `exact(text)`: decimal digits (at most 16) below 2^53, else nil.
+fn exact(text: Option<&[u8]>) -> Option<f64> {
+    let text = text?;
+    if text.is_empty() || text.len() > 16 || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+    (n < 1 << 53).then_some(n as f64)
+}
+
+/// `version_or_nil(v)`: 20 decimal digits, else nil.
+fn version_or_nil(v: Option<&[u8]>) -> Option<Vec<u8>> {
+    v.filter(|v| v.len() == 20 && v.iter().all(u8::is_ascii_digit))
+        .map(<[u8]>::to_vec)
+}
+
+/// `version_above(a, b)` for two 20-digit versions: each 10-digit half compared as a number.
+fn version_above(a: &[u8], b: &[u8]) -> bool {
+    let half = |v: &[u8], range: std::ops::Range<usize>| -> u64 {
+        std::str::from_utf8(&v[range])
+            .ok()
+            .and_then(|digits| digits.parse().ok())
+            .unwrap_or_default()
+    };
+    let (ah, bh) = (half(a, 0..10), half(b, 0..10));
+    if ah != bh {
+        return ah > bh;
+    }
+    half(a, 10..20) > half(b, 10..20)
+}
+
+/// `u64_at(s, at)` (Lua's 1-based `at`): eight bytes big-endian, added up in doubles.
+fn u64_at(s: &[u8], at: usize) -> f64 {
+    s[at - 1..at + 7]
+        .iter()
+        .fold(0.0, |n, &byte| n * 256.0 + f64::from(byte))
+}
+
+fn header(envelope: Option<&[u8]>) -> Option<Head> {
+    let envelope = envelope?;
+    if envelope.len() < 82 || &envelope[..5] != b"STPD\x03" {
+        return None;
+    }
+    let version = if envelope[53] % 2 == 1 {
+        version_or_nil(Some(&envelope[54..74]))
+    } else {
+        None
+    };
+    let fence = u64_at(envelope, 46);
+    Some(Head {
+        fresh_until: u64_at(envelope, 6),
+        stale_until: u64_at(envelope, 14),
+        keep_until: u64_at(envelope, 22),
+        fence: (fence < EXACT).then_some(fence),
+        version,
+    })
+}
+
+fn plausible(head: &Head, now: f64, ttl: f64) -> bool {
+    head.fresh_until <= head.stale_until
+        && head.stale_until <= head.keep_until
+        && head.keep_until <= now + ttl + 1000.0
+}
+
+fn lease_value(
+    fence: f64,
+    token: &[u8],
+    granted: f64,
+    alive: f64,
+    recompute: Option<f64>,
+    waited: bool,
+) -> Vec<u8> {
+    let mut v = digits(fence).into_bytes();
+    v.push(b' ');
+    v.extend_from_slice(token);
+    v.extend_from_slice(format!(" {} {}", digits(granted), digits(alive)).as_bytes());
+    if let Some(recompute) = recompute
+        && recompute >= 0.0
+    {
+        v.extend_from_slice(format!(" {}", digits(recompute)).as_bytes());
+    }
+    if waited {
+        v.extend_from_slice(b" w");
+    }
+    v
+}
+
+/// `string.match(v, '^(%d+)')`.
+fn leading_digits(v: &[u8]) -> Option<&[u8]> {
+    let run = run_of(v, 0, u8::is_ascii_digit);
+    (run > 0).then(|| &v[..run])
+}
+
+/// `string.match(v, '<marker>(%d+)')`, e.g. `' m(%d+)'`: the digits after the first
+/// place the marker is followed by one.
+fn digits_after<'v>(v: &'v [u8], marker: &[u8]) -> Option<&'v [u8]> {
+    after_pattern(v, marker, u8::is_ascii_digit)
+}
+
+/// `string.match(v, '<marker>(%class+)')`: the first place `marker` is followed by at
+/// least one byte of the class, and the whole run of them there.
+fn after_pattern<'v>(v: &'v [u8], marker: &[u8], class: fn(&u8) -> bool) -> Option<&'v [u8]> {
+    (0..v.len()).find_map(|start| {
+        let from = start + marker.len();
+        if !v[start..].starts_with(marker) {
+            return None;
+        }
+        let run = run_of(v, from, class);
+        (run > 0).then(|| &v[from..from + run])
+    })
+}
+
+/// How many bytes of the class run from `at` on.
+fn run_of(v: &[u8], at: usize, class: fn(&u8) -> bool) -> usize {
+    v.get(at..)
+        .map_or(0, |rest| rest.iter().take_while(|b| class(b)).count())
+}
+
+/// The captures of `'^(%d+) (%x+) (%d+) (%d+)'` and of the recompute's
+/// `'^%d+ %x+ %d+ %d+ (%d+)'`: each run is as long as it goes (a shorter one is never
+/// followed by the space the pattern needs next), so no backtracking can find another.
+struct LeaseFields<'v> {
+    fence: &'v [u8],
+    token: &'v [u8],
+    granted: &'v [u8],
+    alive: &'v [u8],
+    recompute: Option<&'v [u8]>,
+}
+
+fn lease_fields(v: &[u8]) -> Option<LeaseFields<'_>> {
+    let mut at = 0;
+    let mut field = |class: fn(&u8) -> bool, then_space: bool| -> Option<&[u8]> {
+        let run = run_of(v, at, class);
+        if run == 0 || (then_space && v.get(at + run) != Some(&b' ')) {
+            return None;
+        }
+        let captured = &v[at..at + run];
+        at += run + usize::from(then_space);
+        Some(captured)
+    };
+    let fence = field(u8::is_ascii_digit, true)?;
+    let token = field(u8::is_ascii_hexdigit, true)?;
+    let granted = field(u8::is_ascii_digit, true)?;
+    let alive = field(u8::is_ascii_digit, false)?;
+    let recompute = match v.get(at) {
+        Some(b' ') => {
+            let run = run_of(v, at + 1, u8::is_ascii_digit);
+            (run > 0).then(|| &v[at + 1..at + 1 + run])
+        }
+        _ => None,
+    };
+    Some(LeaseFields {
+        fence,
+        token,
+        granted,
+        alive,
+        recompute,
+    })
+}
