@@ -275,6 +275,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     ///
     /// A plain function returning an `async move` block, not an `async fn`: an `async fn`
     /// moves its arguments into locals of its own, and the future keeps both.
+    ///
+    /// Longer than a screen: the order of a load's steps, and who settles the flight after
+    /// each, is what this function is for: split, the order would be read across several.
     fn steps<O, Fut>(
         self: Arc<Self>,
         key: K,

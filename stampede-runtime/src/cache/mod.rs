@@ -223,6 +223,10 @@ where
     /// The cache, with its runtime's overrides for the policy's name applied. A runtime
     /// that cannot serve it (an admission name it does not define; an invalid environment
     /// on first use) does not fail here: every load fails with that error instead.
+    ///
+    /// Longer than a screen: it assembles every part of `Inner` in one place (policy with
+    /// overrides, runtime, memory, the shared side, tags, batches), so what a cache is made
+    /// of is read once.
     pub fn build(self) -> Cache<K, V, E> {
         let runtime = self.runtime.map_or_else(Runtime::global, Ok);
         let compiled = self.policy.clone();

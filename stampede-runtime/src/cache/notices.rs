@@ -51,6 +51,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 /// lost (or lagging) subscription drops every copy of what the store holds, and so does
 /// subscribing again, which also detaches every running load, since notices sent in
 /// between were missed.
+///
+/// Longer than a screen: one `match` over the kinds of store event, each a few lines;
+/// together they are what a notice does to memory and to running loads.
 pub(super) async fn follow<K, V, E>(
     inner: Weak<Inner<K, V, E>>,
     mut events: broadcast::Receiver<StoreEvent>,

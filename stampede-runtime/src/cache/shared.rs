@@ -202,6 +202,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Each read the store answers is one `flight`'s answer may rest on: the flight learns
     /// when it was sent, so a caller that joins it after that loads again (see
     /// [`Leader::rests_on`](crate::flight::Leader::rests_on)).
+    ///
+    /// Longer than a screen: one loop over the store's reads (a read, a wait for the holder, a
+    /// read again), whose variables are what the loop carries from one read to the next.
     pub(super) async fn find_shared(
         &self,
         key: &K,

@@ -157,6 +157,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// carry both): the versions of the entry's tags (`began`: the book's count when the
     /// load began, and when; `from`: where the value came from, which says what a tag's
     /// move must come after to leave it current), then the shared store under its fence.
+    ///
+    /// Longer than a screen: one future on purpose (see above): the tag versions and the
+    /// publish share the load's state, and two futures would both be carried.
     pub(super) async fn write(
         &self,
         key: &K,

@@ -43,6 +43,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// assert_eq!(value, "seven");
     /// # }
     /// ```
+    ///
+    /// Longer than a screen: a write-through is the steps of a load without the origin (fence,
+    /// publish, memory, notice), kept in the order a load takes them.
     pub async fn insert(&self, key: K, value: V) -> Result<(), Error> {
         let inner = &self.inner;
         if !inner.policy.enabled() {

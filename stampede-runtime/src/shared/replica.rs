@@ -401,6 +401,9 @@ impl Replica {
 
     /// Sends what is owed, releases first (replicas wait on them); stops at the first
     /// failure, which leaves the rest for the next round.
+    ///
+    /// Longer than a screen: each kind of owed work (releases, tags, keys, sweeps) is sent in
+    /// its order, with the rule for what stays owed beside it.
     async fn replay(&self) {
         // A tag the store did not take is left for the next round; the rest still goes.
         let _ = self.replay_tags().await;

@@ -419,6 +419,9 @@ where
     /// Publishes `envelope` under the fence `found`'s read returned (the lease's, when the
     /// read took it), with the source version the value carries. A publish the store
     /// answered ends the lease, stored or refused.
+    ///
+    /// Longer than a screen: encoding, the size check, the fenced write and what the answer
+    /// means for the lease are one sequence.
     pub(crate) async fn publish(
         &self,
         found: &mut Found<K, V>,

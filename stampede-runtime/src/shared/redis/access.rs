@@ -314,6 +314,9 @@ type Credentials = (Option<String>, Secret);
 /// `redis+sentinel://[user:password@]host:port[,host:port…]/<master>[/<db>]`, and the
 /// user and password it names: the data nodes' (the Sentinels' are settings of their
 /// own).
+///
+/// Longer than a screen: the URL's parts are checked in the order they are written, each
+/// with the error that names it.
 fn parse_sentinels(url: &str) -> Result<(Sentinels, Option<Credentials>), String> {
     let shown = redacted(url);
     let (scheme, rest) = url.split_once("://").unwrap_or((url, ""));
@@ -451,6 +454,8 @@ fn tls(settings: &BackendSettings, _uses_tls: bool) -> Result<Tls, Refused> {
     }
 }
 
+/// Longer than a screen: each TLS setting (CA, client certificate and key, server name) is
+/// read and checked where it is used, each with its own error.
 #[cfg(feature = "tls")]
 fn tls(settings: &BackendSettings, uses_tls: bool) -> Result<Tls, Refused> {
     use rustls::pki_types::pem::PemObject;

@@ -72,6 +72,9 @@ impl Client {
         self.call_judged(breaker, attempt, false).await
     }
 
+    /// Longer than a screen: every call to Redis passes here, and the breaker's verdict on each
+    /// way a call can end (refused, no master, answered, failed, late) is kept beside that
+    /// ending.
     async fn call_judged<T, F, Fut>(
         &self,
         breaker: &Arc<Breaker>,

@@ -240,6 +240,9 @@ impl RedisStore {
     /// Connects lazily: only a malformed URL fails here. Must be called inside a Tokio
     /// runtime, like every call after it; the subscription and the heartbeat run on the
     /// background threads ([`background`]), so they outlive that runtime.
+    ///
+    /// Longer than a screen: it wires one client's parts (connection, breaker, notices,
+    /// subscription, heartbeat) once, in the order they depend on each other.
     pub(crate) fn connect(config: RedisConfig) -> Result<Self, StoreError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreError::Backend(

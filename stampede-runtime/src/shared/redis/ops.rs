@@ -44,6 +44,8 @@ type ReadReply = (
 );
 
 impl Client {
+    /// Longer than a screen: the read script's arguments and its reply are translated in one
+    /// place, so the two can be checked against each other and against `read.lua`.
     pub(super) async fn read(
         &self,
         key: &EntryKey,

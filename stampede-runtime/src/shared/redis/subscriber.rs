@@ -132,6 +132,9 @@ impl Subscriber {
 }
 
 /// Runs until the store is dropped; see the module's documentation.
+///
+/// Longer than a screen: one loop whose arms are the subscription's life (following the
+/// master, beating, noticing silence, subscribing again).
 pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subscriber) {
     let period = match client.upgrade() {
         Some(client) => client.config.heartbeat,
