@@ -363,7 +363,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             let envelope = match envelope {
                 Some(envelope) if self.tags.of.is_some() || self.shared.is_some() => {
                     let began = (began, timed.asked);
-                    let written = self.write(
+                    let written = self.publish(
                         &key,
                         found.as_deref_mut(),
                         envelope,

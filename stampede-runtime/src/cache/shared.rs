@@ -5,6 +5,7 @@
 use super::copies::Standing;
 use super::lease_wait::LeaseWait;
 use super::load::{outcome, Purpose};
+use super::tagging::{ValueFrom, Written};
 use super::{notices, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
@@ -351,6 +352,45 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             .max(due.saturating_sub(holder.held_for));
         let held_after = (holder.held_for + last_start).max(due);
         tier.leave_to_holder(&found.key, current.stale_until, now + wait, held_after);
+    }
+
+    /// Step 6 before memory, one future (boxed by the load, which would otherwise carry
+    /// both): the versions of the entry's tags checked and stamped (see [`Inner::began`]),
+    /// then the value published to the shared store under its fence.
+    pub(super) async fn publish(
+        &self,
+        key: &K,
+        found: Option<&mut Found<K, V>>,
+        envelope: Envelope<V>,
+        (began, asked): (u64, Instant),
+        from: ValueFrom,
+        flight: Option<&LoadLeader<K, V, E>>,
+    ) -> Written<V> {
+        // Before the tags are checked and the value goes out: a publish the store takes
+        // under the fence of the read that granted the lease shows that no invalidation
+        // came between them, so a caller that joined the flight before this shares the
+        // answer.
+        let flight =
+            (flight.filter(|_| self.shared.is_some())).map(|flight| (flight, self.flights.tick()));
+        let envelope = if self.tags.of.is_some() {
+            let began = self.began(found.as_deref(), (began, asked), from);
+            // The store could not be read: a copy is kept only for the degraded bound.
+            let degraded = found.as_deref().is_some_and(|found| found.read.is_none());
+            match self.stamp(key, envelope, began, degraded).await {
+                Some(envelope) => envelope,
+                None => return Written::TagMoved,
+            }
+        } else {
+            envelope
+        };
+        if self.shared.is_none() {
+            return Written::Kept(Some(envelope));
+        }
+        let (copy, taken) = self.write_shared(key, found, envelope).await;
+        if let (true, Some((flight, sent))) = (taken, flight) {
+            flight.rests_on(sent);
+        }
+        Written::Kept(copy)
     }
 
     /// Publishes a new value to the shared store (a fallback stays local), and returns

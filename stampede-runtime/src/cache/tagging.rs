@@ -1,7 +1,7 @@
 //! A cache's part in tags (see `tags.rs`): the versions a loaded entry is stored with, and
 //! invalidating a tag of this cache alone.
 use super::load::outcome;
-use super::{Cache, CacheBuilder, Inner, LoadLeader};
+use super::{Cache, CacheBuilder, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
@@ -59,7 +59,7 @@ pub(super) enum ValueFrom {
     Caller,
 }
 
-/// What step 6's writes came to (see [`Inner::write`]).
+/// What step 6 came to (see [`Inner::publish`]).
 pub(super) enum Written<V> {
     /// What memory may keep, if anything.
     Kept(Option<Envelope<V>>),
@@ -153,86 +153,56 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         self.tags.of.is_some() && self.tags.book.moves() > began
     }
 
-    /// Step 6's writes before memory, one future (boxed by the load, which would otherwise
-    /// carry both): the versions of the entry's tags (`began`: the book's count when the
-    /// load began, and when; `from`: where the value came from, which says what a tag's
-    /// move must come after to leave it current), then the shared store under its fence.
-    ///
-    /// Longer than a screen: one future on purpose (see above): the tag versions and the
-    /// publish share the load's state, and two futures would both be carried.
-    pub(super) async fn write(
+    /// When a load's value began, for its tags' check (`began`: the book's count when the
+    /// load began, and when it asked; `from`: where the value came from, which says what a
+    /// tag's move must come after to leave it current): the store's clock at the read
+    /// when there was one, else the wall clock, with the margin each warrants.
+    pub(super) fn began(
         &self,
-        key: &K,
-        found: Option<&mut Found<K, V>>,
-        envelope: Envelope<V>,
+        found: Option<&Found<K, V>>,
         (began, asked): (u64, Instant),
         from: ValueFrom,
-        flight: Option<&LoadLeader<K, V, E>>,
-    ) -> Written<V> {
-        // Before the tags are checked and the value goes out: a publish the store takes
-        // under the fence of the read that granted the lease shows that no invalidation
-        // came between them, so a caller that joined the flight before this shares the
-        // answer.
-        let flight =
-            (flight.filter(|_| self.shared.is_some())).map(|flight| (flight, self.flights.tick()));
-        let envelope = if self.tags.of.is_some() {
-            let ago = self.clock.precise().saturating_duration_since(asked);
-            let read_at = found.as_deref().and_then(|found| found.read.as_ref());
-            let (micros, margin) = match read_at {
-                // The store's clock at the read, which came before the origin call: on one
-                // server, the same clock as the tags' versions.
-                Some(read) => {
-                    let one_clock = self.tier().is_some_and(|t| t.replica.store().one_server());
-                    let margin = if one_clock {
-                        Duration::ZERO
-                    } else {
-                        tags::UNKNOWN_MARGIN
-                    };
-                    let at_read = read.clock.read_ms().saturating_mul(1000);
-                    // A write-through's value is its caller's, from before the insert
-                    // began, and its read came after: a tag moved between the two would
-                    // pass for older than the value (seed 10015151). The store's clock
-                    // when it began is at most the read's less the time since.
-                    let micros = match from {
-                        ValueFrom::Origin => at_read,
-                        ValueFrom::Caller => {
-                            let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
-                            at_read.saturating_sub(ago)
-                        }
-                    };
-                    (micros, margin)
-                }
-                None => (tags::wall_micros_ago(ago), tags::UNKNOWN_MARGIN),
-            };
-            let began = Began {
-                count: began,
-                micros,
-                margin,
-            };
-            // The store could not be read: a copy is kept only for the degraded bound.
-            let degraded = found.as_deref().is_some_and(|found| found.read.is_none());
-            match self.stamp(key, envelope, began, degraded).await {
-                Some(envelope) => envelope,
-                None => return Written::TagMoved,
+    ) -> Began {
+        let ago = self.clock.precise().saturating_duration_since(asked);
+        let read_at = found.and_then(|found| found.read.as_ref());
+        let (micros, margin) = match read_at {
+            // The store's clock at the read, which came before the origin call: on one
+            // server, the same clock as the tags' versions.
+            Some(read) => {
+                let one_clock = self.tier().is_some_and(|t| t.replica.store().one_server());
+                let margin = if one_clock {
+                    Duration::ZERO
+                } else {
+                    tags::UNKNOWN_MARGIN
+                };
+                let at_read = read.clock.read_ms().saturating_mul(1000);
+                // A write-through's value is its caller's, from before the insert
+                // began, and its read came after: a tag moved between the two would
+                // pass for older than the value (seed 10015151). The store's clock
+                // when it began is at most the read's less the time since.
+                let micros = match from {
+                    ValueFrom::Origin => at_read,
+                    ValueFrom::Caller => {
+                        let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
+                        at_read.saturating_sub(ago)
+                    }
+                };
+                (micros, margin)
             }
-        } else {
-            envelope
+            None => (tags::wall_micros_ago(ago), tags::UNKNOWN_MARGIN),
         };
-        if self.shared.is_none() {
-            return Written::Kept(Some(envelope));
+        Began {
+            count: began,
+            micros,
+            margin,
         }
-        let (copy, taken) = self.write_shared(key, found, envelope).await;
-        if let (true, Some((flight, sent))) = (taken, flight) {
-            flight.rests_on(sent);
-        }
-        Written::Kept(copy)
     }
 
     /// Step 6 for a cache with tags: `envelope` with the versions of its tags, or `None`
     /// when one of them moved since the load began (or that cannot be told). Then its
     /// callers still get the value and nothing stores it, as after an invalidation. A
     /// re-armed fallback keeps the versions of the value it re-arms.
-    async fn stamp(
+    pub(super) async fn stamp(
         &self,
         key: &K,
         mut envelope: Envelope<V>,

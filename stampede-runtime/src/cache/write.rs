@@ -94,7 +94,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // invalidation has seen is refused by the key's mark, not stored over it.
         envelope.source_version = inner.version_of(&envelope.value);
         let envelope = match inner
-            .write(
+            .publish(
                 &key,
                 found.as_mut(),
                 envelope,
