@@ -30,7 +30,7 @@ pub(crate) struct Envelope<V> {
     pub(crate) fresh_until: Instant,
     pub(crate) stale_until: Instant,
     /// The last moment the value may be served at all: `stale_until`, or later when
-    /// `stale_if_error` lets it stand in for a failing origin. The memory store drops the
+    /// `stale_if_error` lets it stand in for a failing origin. Memory drops the
     /// entry here.
     pub(crate) keep_until: Instant,
     /// How long the recompute that produced the value took, in seconds (XFetch's δ).

@@ -4,7 +4,7 @@
 //! the calling thread, which parks while it waits. So threads share flights with each
 //! other and with async callers of the same cache: one origin call per key at a time, the
 //! fresh and stale windows, jitter, XFetch and the counters all apply. A thread that finds
-//! a load of its key running blocks until that load settles; if the leading thread's
+//! a load of its key running blocks until that load's flight settles; if the leading thread's
 //! origin panics, the panic reaches that thread and one waiting thread takes over and
 //! calls the origin. What needs a runtime of its own does not happen: a stale-window or
 //! XFetch refresh runs in the thread that triggers it (every other thread gets the

@@ -81,12 +81,12 @@ impl LeaseWait {
         let found = match carried {
             Some(carried) => {
                 let (now, generation) = (inner.clock.now(), inner.next_generation());
-                let settled = tier.take_read(key, carried, None, now, generation, watching);
-                let settled = settled.await;
-                if settled.envelope.is_some() {
-                    settled
+                let read = tier.take_read(key, carried, None, now, generation, watching);
+                let read = read.await;
+                if read.envelope.is_some() {
+                    read
                 } else {
-                    let Found { key, watching, .. } = settled;
+                    let Found { key, watching, .. } = read;
                     reads.read(key, recompute, watching).await
                 }
             }

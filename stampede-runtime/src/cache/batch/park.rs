@@ -19,7 +19,7 @@ thread_local! {
 }
 
 /// A key's load, polled with its batch key known to the steps that wait (see
-/// [`parked`]). Its end settles the key; so does its drop unfinished (the call's caller
+/// [`parked`]). Its end marks the key done; so does its drop unfinished (the call's caller
 /// left, and the load goes on in a task where it is not heard): the gather must not wait
 /// for what it can no longer hear from.
 pub(super) struct Tracked<L> {
