@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{bounded, callers_at_once, AppError, Mode, Origin};
-use stampede::{Cache, Clock, Error, Overrides, Policy, PolicyBuilder, Runtime};
+use stampede::{Cache, Clock, Error, Overrides, Policy, PolicyBuilder, Priority, Runtime};
 use std::time::Duration;
 use tokio::time::sleep;
 
@@ -344,4 +344,97 @@ async fn a_disabled_function_calls_its_origin_every_time() {
         (6, 0, 0)
     );
     assert_eq!(cache.peek(&1), None, "nothing is stored");
+}
+
+/// One admission shared by a background cache (low priority) and a user-facing one
+/// (high): 40 cold report keys arrive first and fill the queue, then 20 profile keys.
+/// Low-priority loads past the queue's `low_queue` are shed at once, every high-priority
+/// load is admitted (the reserved permit keeps room for them), and the origin never
+/// runs more than the limit across both caches.
+#[tokio::test(start_paused = true)]
+async fn low_priority_loads_are_shed_before_any_high_priority_load() {
+    let runtime = Runtime::builder()
+        .admission("db", 4, Duration::from_secs(10))
+        .admission_shares("db", 1, Some(6))
+        .build()
+        .unwrap();
+    let reports = paused_on(
+        &runtime,
+        Policy::builder("reports")
+            .fresh(60_000 * MS)
+            .admission("db")
+            .priority(Priority::Low),
+    );
+    let profiles = paused_on(
+        &runtime,
+        Policy::builder("profiles")
+            .fresh(60_000 * MS)
+            .admission("db")
+            .priority(Priority::High),
+    );
+    let origin = Origin::default();
+    let low: Vec<_> = (0..40)
+        .map(|key| load(&reports, &origin, key, 50 * MS))
+        .collect();
+    sleep(MS).await;
+    let high: Vec<_> = (0..20)
+        .map(|key| load(&profiles, &origin, key, 50 * MS))
+        .collect();
+    let mut low_shed = 0;
+    for result in futures_util::future::join_all(low).await {
+        let result = result.unwrap();
+        if is_overloaded(&result) {
+            low_shed += 1;
+        } else {
+            assert!(result.is_ok(), "admitted or shed: {result:?}");
+        }
+    }
+    for result in futures_util::future::join_all(high).await {
+        assert!(result.unwrap().is_ok(), "no high-priority load is shed");
+    }
+    // Three shared permits run reports at once, six more queue; the other 31 are shed at
+    // once, without waiting.
+    assert_eq!(low_shed, 31);
+    let (reports, profiles) = (reports.stats(), profiles.stats());
+    assert_eq!((reports.shed, reports.shed_early), (31, 31));
+    assert_eq!((reports.admitted, profiles.admitted), (9, 20));
+    assert_eq!((profiles.shed, profiles.shed_early), (0, 0));
+    assert_eq!(origin.calls(), 29, "one call per admitted load");
+    assert_eq!(
+        origin.max_running(),
+        4,
+        "the limit holds across both caches"
+    );
+}
+
+/// The same workload with every load at normal priority: nothing is shed early, and the
+/// loads queue in arrival order (the contrast the priorities make).
+#[tokio::test(start_paused = true)]
+async fn without_priorities_every_load_queues_in_arrival_order() {
+    let runtime = Runtime::builder()
+        .admission("db", 4, Duration::from_secs(10))
+        .admission_shares("db", 1, Some(6))
+        .build()
+        .unwrap();
+    let cache = paused_on(
+        &runtime,
+        Policy::builder("normal").fresh(60_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    let loads: Vec<_> = (0..60)
+        .map(|key| load(&cache, &origin, key, 50 * MS))
+        .collect();
+    for result in futures_util::future::join_all(loads).await {
+        assert!(
+            result.unwrap().is_ok(),
+            "every normal load queues and is admitted"
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.admitted, stats.shed, stats.shed_early), (60, 0, 0));
+    assert_eq!(
+        origin.max_running(),
+        3,
+        "normal loads never take the reserved permit"
+    );
 }

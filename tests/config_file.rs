@@ -37,7 +37,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[admission.db]\nlimit = 4\nqueue = \"1s\"\n",
         line: 3,
         key: Some("admission.db.queue"),
-        says: "unknown field `queue`, expected `limit` or `queue_timeout`",
+        says: "unknown field `queue`, expected one of `limit`, `queue_timeout`, `reserved_high`, `low_queue`",
     },
     Bad {
         name: "bad-duration",
@@ -194,6 +194,27 @@ const BAD_FILES: &[Bad] = &[
         says: "unknown field `prefx`, expected one of `kind`, `url`, `nodes`, `prefix`",
     },
     Bad {
+        name: "reserved-all-permits",
+        text: "[admission.db]\nlimit = 2\nreserved_high = 2\n",
+        line: 3,
+        key: Some("admission.db.reserved_high"),
+        says: "reserved_high must be below the limit (2)",
+    },
+    Bad {
+        name: "low-queue-zero",
+        text: "[admission.db]\nlimit = 2\nlow_queue = 0\n",
+        line: 3,
+        key: Some("admission.db.low_queue"),
+        says: "low_queue must be at least 1",
+    },
+    Bad {
+        name: "unknown-priority",
+        text: "[functions.reports]\npriority = \"urgent\"\n",
+        line: 2,
+        key: Some("functions.reports.priority"),
+        says: "unknown variant `urgent`, expected one of `low`, `normal`, `high`",
+    },
+    Bad {
         name: "not-toml",
         text: "[functions.f]\nfresh = \"30s\n",
         line: 2,
@@ -301,6 +322,48 @@ async fn a_files_durations_read_the_attributes_grammar() {
     assert_eq!(cache.policy().fresh(), Duration::from_secs(3_660));
     assert_eq!(cache.policy().stale(), 1_500 * MS);
     assert_eq!(cache.policy().load_timeout(), Some(Duration::from_secs(2)));
+}
+
+/// An admission's priority shares and a function's priority, from the file.
+#[tokio::test(start_paused = true)]
+async fn the_file_sets_an_admissions_shares_and_a_functions_priority() {
+    let file = ConfigFile::new(
+        "priorities",
+        "[admission.db]\nlimit = 3\nreserved_high = 1\nlow_queue = 1\n[functions.reports]\npriority = \"low\"\n",
+    );
+    let runtime = Runtime::builder().file(&file.0).unwrap().build().unwrap();
+    let policy = Policy::builder("reports")
+        .fresh(Duration::from_secs(60))
+        .admission("db")
+        .build()
+        .unwrap();
+    let reports: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
+    assert_eq!(reports.policy().priority(), stampede::Priority::Low);
+    // Two shared permits held, one load queued: the next low-priority load is shed at
+    // once, and the reserved permit stays free.
+    let slow = |key: u32| {
+        let reports = reports.clone();
+        tokio::spawn(async move {
+            reports
+                .load(key, move || async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok::<_, stampede::Error>(key)
+                })
+                .await
+        })
+    };
+    let running = [slow(1), slow(2), slow(3)];
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let shed = reports.load(4, || async { Ok(4) }).await;
+    assert!(
+        matches!(shed, Err(stampede::Error::Overloaded { .. })),
+        "{shed:?}"
+    );
+    for load in running {
+        assert!(load.await.unwrap().is_ok());
+    }
+    let stats = reports.stats();
+    assert_eq!((stats.admitted, stats.shed, stats.shed_early), (3, 1, 1));
 }
 
 /// `xfetch = false` and `xfetch_beta = 0` in the file, and `Overrides::xfetch(false)` in

@@ -28,6 +28,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     signature::check_qualifiers(sig, cx);
     let fresh = options::check_fresh(&args, cx);
     options::check_positive_settings(&args, cx);
+    options::check_priority(&args, cx);
     let (receiver, params) = signature::check_arguments(sig, cx);
     let returns = signature::check_return_type(&sig.output, value(&args.returns), cx);
     if let Some(returns) = &returns {
@@ -113,6 +114,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         xfetch: value(&args.xfetch).flatten(),
         jitter: value(&args.jitter),
         admission: args.admission.map(|s| s.value),
+        priority: value(&args.priority),
         name: args.name.map(|s| s.value),
         version: value(&args.version),
         capacity: value(&args.capacity),

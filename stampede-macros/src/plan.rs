@@ -1,6 +1,6 @@
 //! The checked model of one `#[cached]` function: what the checks accept and the
 //! expansion reads. Every field is known to be consistent with the function it came from.
-use crate::args::{CacheErrors, Millis};
+use crate::args::{CacheErrors, Millis, Priority};
 use proc_macro2::Span;
 use syn::{Expr, Ident, LitStr, PatIdent, Path, Type};
 
@@ -118,6 +118,7 @@ pub(crate) struct Plan {
     pub(crate) xfetch: Option<f64>,
     pub(crate) jitter: Option<f64>,
     pub(crate) admission: Option<LitStr>,
+    pub(crate) priority: Option<Priority>,
     pub(crate) name: Option<LitStr>,
     pub(crate) version: Option<u32>,
     pub(crate) capacity: Option<u64>,

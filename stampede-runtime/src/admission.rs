@@ -5,11 +5,38 @@
 //! once, and only a limit across keys keeps the origin alive then. Only a flight's leader
 //! queues here, right before its origin call, so waiters of a key never hold a permit and
 //! a limit of N means N origin calls, not N callers.
+//!
+//! When permits are short, a cache's [`Priority`] decides who gives way: `reserved_high`
+//! of the permits are only for high-priority loads (the rest serve every priority), and a
+//! low-priority load that would queue behind `low_queue` or more loads is shed at once,
+//! not after the queue timeout, so it never holds a place that a load that matters waits
+//! behind.
 use crate::deadline;
 use crate::error::Error;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How much a cache's origin calls matter when its admission's permits are short
+/// ([`PolicyBuilder::priority`](crate::PolicyBuilder::priority), `priority = "low"` on
+/// the attribute, `priority` in a function's overrides).
+///
+/// A `High` load may take the admission's reserved permits (`reserved_high`) as well as
+/// the shared ones; a `Low` load is shed at once, with [`Error::Overloaded`] (or the stale
+/// or fail-safe value where one may stand in), when `low_queue` loads or more are queued
+/// already. Without either setting on the admission, every priority queues alike.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Shed first: a background report, a prefetch.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// May take the reserved permits: the requests a user waits for.
+    High,
+}
 
 /// One named semaphore of a runtime.
 #[derive(Debug)]
@@ -17,16 +44,48 @@ pub(crate) struct Admission {
     name: Arc<str>,
     limit: usize,
     queue_timeout: Duration,
+    /// The permits every priority takes: `limit - reserved_high`.
     permits: Arc<Semaphore>,
+    /// The permits only `High` loads take (none when `reserved_high` is 0).
+    reserved: Option<Arc<Semaphore>>,
+    /// Queued loads at which a `Low` one is shed at once.
+    low_queue: Option<usize>,
+    /// Loads waiting for a permit now.
+    queued: AtomicUsize,
+}
+
+/// How one admission shares its permits between priorities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Shares {
+    /// Permits only high-priority loads take, below the limit.
+    pub(crate) reserved_high: usize,
+    /// Queued loads at which a low-priority load is shed at once.
+    pub(crate) low_queue: Option<usize>,
 }
 
 impl Admission {
+    #[cfg(test)]
     pub(crate) fn new(name: Arc<str>, limit: usize, queue_timeout: Duration) -> Self {
+        Self::shared(name, limit, queue_timeout, Shares::default())
+    }
+
+    /// An admission whose permits are shared between priorities as `shares` says (the
+    /// configuration has checked that the reserved permits leave at least one).
+    pub(crate) fn shared(
+        name: Arc<str>,
+        limit: usize,
+        queue_timeout: Duration,
+        shares: Shares,
+    ) -> Self {
+        let reserved = shares.reserved_high.min(limit.saturating_sub(1));
         Admission {
             name,
             limit,
             queue_timeout,
-            permits: Arc::new(Semaphore::new(limit)),
+            permits: Arc::new(Semaphore::new(limit - reserved)),
+            reserved: (reserved > 0).then(|| Arc::new(Semaphore::new(reserved))),
+            low_queue: shares.low_queue,
+            queued: AtomicUsize::new(0),
         }
     }
 
@@ -45,20 +104,74 @@ impl Admission {
     /// Origin calls holding a permit right now.
     #[cfg(feature = "metrics")]
     pub(crate) fn in_use(&self) -> usize {
-        self.limit - self.permits.available_permits()
+        let reserved = self.reserved.as_ref();
+        self.limit
+            - self.permits.available_permits()
+            - reserved.map_or(0, |r| r.available_permits())
     }
 
-    /// A permit, or `None` once `queue_timeout` passed in the queue (fair: first come,
-    /// first admitted). Where no timer can run (no Tokio runtime, or one without its time
+    /// Loads waiting for a permit now.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// A permit, or why none: `Queued` once `queue_timeout` passed in the queue (fair:
+    /// first come, first admitted), `Early` for a low-priority load that found the queue
+    /// at `low_queue`. Where no timer can run (no Tokio runtime, or one without its time
     /// driver) the timeout cannot be kept, so the caller queues until a permit frees.
-    pub(crate) async fn enter(&self) -> Option<OwnedSemaphorePermit> {
+    pub(crate) async fn enter(&self, priority: Priority) -> Result<OwnedSemaphorePermit, Shed> {
         if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            return Some(permit);
+            return Ok(permit);
         }
-        let queued = self.permits.clone().acquire_owned();
-        let permit = deadline::within(self.queue_timeout, queued).await?;
-        // The semaphore is never closed, so acquiring cannot fail otherwise.
-        permit.ok()
+        let reserved = self
+            .reserved
+            .as_ref()
+            .filter(|_| priority == Priority::High);
+        if let Some(Ok(permit)) = reserved.map(|r| r.clone().try_acquire_owned()) {
+            return Ok(permit);
+        }
+        let queued = self.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = Queued(&self.queued);
+        if priority == Priority::Low && self.low_queue.is_some_and(|at| queued >= at) {
+            return Err(Shed::Early);
+        }
+        let shared = self.permits.clone().acquire_owned();
+        let permit = match reserved {
+            None => deadline::within(self.queue_timeout, shared).await,
+            // A high-priority load takes whichever frees first.
+            Some(reserved) => {
+                let reserved = reserved.clone().acquire_owned();
+                let either = async {
+                    let (shared, reserved) = (std::pin::pin!(shared), std::pin::pin!(reserved));
+                    futures_util::future::select(shared, reserved)
+                        .await
+                        .factor_first()
+                        .0
+                };
+                deadline::within(self.queue_timeout, either).await
+            }
+        };
+        // The semaphores are never closed, so acquiring cannot fail otherwise.
+        permit.and_then(Result::ok).ok_or(Shed::Queued)
+    }
+}
+
+/// Why a load got no permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shed {
+    /// It queued for `queue_timeout`.
+    Queued,
+    /// A low-priority load that found `low_queue` loads queued already.
+    Early,
+}
+
+/// Counts a load out of the queue however it leaves it (admitted, shed, dropped).
+struct Queued<'a>(&'a AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

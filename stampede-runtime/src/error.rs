@@ -48,7 +48,9 @@ pub enum Error {
         cache: Arc<str>,
     },
     /// The load waited `queue_timeout` for a permit of its admission semaphore and was
-    /// shed, and no stale value could stand in. Every waiter of that load gets this error.
+    /// shed (or, of low priority, found the queue at its `low_queue` and was shed at once,
+    /// `waited` zero), and no stale value could stand in. Every waiter of that load gets
+    /// this error.
     Overloaded {
         /// The cache's name.
         cache: Arc<str>,

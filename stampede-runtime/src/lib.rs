@@ -49,6 +49,7 @@ mod telemetry;
 mod warmup;
 mod xfetch;
 
+pub use admission::Priority;
 pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue, SourceVersion};
 pub use cache::{Batcher, Cache, CacheBuilder};
 pub use clock::Clock;

@@ -1,5 +1,6 @@
 //! Per-function settings: how long a value is fresh, how long it may be served stale, and
 //! how loads of it are guarded.
+use crate::admission::Priority;
 use crate::cache_if::CacheIf;
 use crate::negative::CacheErrors;
 use crate::xfetch::XFetch;
@@ -36,6 +37,7 @@ pub struct Policy {
     capacity: u64,
     hot_keys: usize,
     admission: Option<Arc<str>>,
+    priority: Priority,
     lease: Option<Duration>,
     fleet_lease: bool,
     version: u32,
@@ -77,6 +79,7 @@ impl Policy {
                 capacity: 10_000,
                 hot_keys: crate::hot_keys::DEFAULT_HOT_KEYS,
                 admission: None,
+                priority: Priority::Normal,
                 lease: None,
                 fleet_lease: true,
                 version: 0,
@@ -143,6 +146,11 @@ impl Policy {
     /// Name of the origin semaphore (configured by the runtime).
     pub fn admission(&self) -> Option<&Arc<str>> {
         self.admission.as_ref()
+    }
+
+    /// How much this cache's origin calls matter when its admission's permits are short.
+    pub fn priority(&self) -> Priority {
+        self.priority
     }
     /// How long a replica's claim to load a key holds on a shared store, if it neither
     /// publishes nor gives it back (a crashed or frozen replica): the longest the other
@@ -335,6 +343,13 @@ impl PolicyBuilder {
     /// Names the origin semaphore this cache's loads go through.
     pub fn admission(mut self, name: impl Into<Arc<str>>) -> Self {
         self.policy.admission = Some(name.into());
+        self
+    }
+    /// How much this cache's origin calls matter when its admission's permits are short
+    /// (default [`Priority::Normal`]): a high-priority load may take the admission's
+    /// reserved permits, a low-priority one is shed first (see [`Priority`]).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.policy.priority = priority;
         self
     }
     /// Fleet lease TTL on shared stores (non-zero; default [`Policy::DEFAULT_LEASE`]):

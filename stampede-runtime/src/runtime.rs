@@ -84,6 +84,32 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How the admission semaphore `name` shares its permits between priorities (see
+    /// [`Priority`](crate::Priority)): `reserved_high` of its permits only high-priority
+    /// loads take (below its limit), and a low-priority load that finds `low_queue` loads
+    /// or more queued is shed at once (`None`: it queues like the others). The file's
+    /// `reserved_high` and `low_queue` in `[admission.<name>]`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::Runtime;
+    /// let runtime = Runtime::builder()
+    ///     .admission("db", 20, Duration::from_millis(500))
+    ///     .admission_shares("db", 4, Some(10))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn admission_shares(
+        mut self,
+        name: impl Into<Arc<str>>,
+        reserved_high: usize,
+        low_queue: Option<usize>,
+    ) -> Self {
+        self.layers
+            .set_admission_shares(name.into(), reserved_high, low_queue);
+        self
+    }
+
     /// Overrides settings of the cache named `name` (merged over earlier overrides of it).
     pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
         self.layers.set_function(name.into(), overrides);
@@ -142,8 +168,12 @@ impl RuntimeBuilder {
         let config = self.layers.check(Replica::check)?;
         let admissions = (config.admissions.iter())
             .map(|(name, admission)| {
-                let semaphore =
-                    Admission::new(name.clone(), admission.limit, admission.queue_timeout);
+                let semaphore = Admission::shared(
+                    name.clone(),
+                    admission.limit,
+                    admission.queue_timeout,
+                    admission.shares,
+                );
                 (name.clone(), Arc::new(semaphore))
             })
             .collect();

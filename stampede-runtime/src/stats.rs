@@ -46,9 +46,13 @@ pub struct Stats {
     pub entries: u64,
     /// Loads that got a permit of their admission semaphore.
     pub admitted: u64,
-    /// Loads shed because their admission queue did not move within `queue_timeout`
-    /// (answered with a stale value where the policy allows one, else `Overloaded`).
+    /// Loads shed because their admission queue did not move within `queue_timeout`, or
+    /// low-priority loads shed at once (answered with a stale value where the policy
+    /// allows one, else `Overloaded`).
     pub shed: u64,
+    /// Of `shed`, low-priority loads shed at once because their admission's queue was at
+    /// its `low_queue` (see [`Priority`](crate::Priority)).
+    pub shed_early: u64,
     /// Total time loads spent queued for an admission permit, admitted or shed.
     pub admission_wait_total: Duration,
     /// The longest single wait for an admission permit.
@@ -177,6 +181,7 @@ pub(crate) struct Counters {
     pub(crate) timeouts: Counter,
     pub(crate) admitted: Counter,
     pub(crate) shed: Counter,
+    pub(crate) shed_early: Counter,
     pub(crate) admission_wait: Timer,
     pub(crate) oldest_stale_served: Longest,
     pub(crate) shared_hits: Counter,
@@ -211,6 +216,7 @@ impl Counters {
             entries,
             admitted: self.admitted.get(),
             shed: self.shed.get(),
+            shed_early: self.shed_early.get(),
             admission_wait_total: self.admission_wait.total.get(),
             admission_wait_max: self.admission_wait.longest.get(),
             oldest_stale_served: self.oldest_stale_served.get(),

@@ -38,8 +38,10 @@ impl Runtime {
             let name = admission.name().to_string();
             metrics::gauge!("stampede_admission_limit", "admission" => name.clone())
                 .set(admission.limit() as f64);
-            metrics::gauge!("stampede_admission_in_use", "admission" => name)
+            metrics::gauge!("stampede_admission_in_use", "admission" => name.clone())
                 .set(admission.in_use() as f64);
+            metrics::gauge!("stampede_admission_queued", "admission" => name)
+                .set(admission.queued() as f64);
         }
         if let Some(stats) = self.backend_stats() {
             let backend = match self.backend().kind() {
@@ -65,6 +67,7 @@ fn export_cache(name: &str, stats: &Stats) {
         ("stampede_load_timeouts_total", stats.load_timeouts),
         ("stampede_admitted_total", stats.admitted),
         ("stampede_shed_total", stats.shed),
+        ("stampede_shed_early_total", stats.shed_early),
         ("stampede_error_hits_total", stats.error_hits),
         ("stampede_shared_hits_total", stats.shared_hits),
         ("stampede_shared_misses_total", stats.shared_misses),

@@ -24,6 +24,7 @@ struct Db;
     skip(db),
     timeout = "2s",
     admission = "db",
+    priority = high,
     lease = "5s",
     name = "every-option-profile",
     version = 1,
@@ -98,4 +99,8 @@ async fn every_option_compiles_and_runs() {
     stampede::invalidate_tag("every-option").await.unwrap();
     LOAD_PROFILE.invalidate_all().await.unwrap();
     assert_eq!(LOAD_PROFILE.stats().origin_calls, 1);
+    assert_eq!(
+        LOAD_PROFILE.cache().policy().priority(),
+        stampede::Priority::High
+    );
 }

@@ -37,6 +37,14 @@ pub(crate) enum LoadMode {
     Detached,
 }
 
+/// `priority = low | normal | high`: who gives way when admission permits are short.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    Low,
+    Normal,
+    High,
+}
+
 /// `cache_errors(if = path, for = "5s")`: negative caching.
 pub(crate) struct CacheErrors {
     /// A `fn(&E) -> bool` choosing the errors to keep.
@@ -82,6 +90,16 @@ pub(super) fn load_mode(name: &Ident, value: &RawValue, cx: &mut Ctxt) -> Option
         ("detached", LoadMode::Detached),
     ];
     let help = "write `mode = inline` (the origin runs in the caller's task) or `mode = detached` (it outlives the caller)";
+    choice(name, value, cx, &words, help)
+}
+
+pub(super) fn priority(name: &Ident, value: &RawValue, cx: &mut Ctxt) -> Option<Priority> {
+    let words = [
+        ("low", Priority::Low),
+        ("normal", Priority::Normal),
+        ("high", Priority::High),
+    ];
+    let help = "write `priority = low` (shed first when admission permits are short), `priority = normal` or `priority = high` (may take the admission's reserved permits)";
     choice(name, value, cx, &words, help)
 }
 

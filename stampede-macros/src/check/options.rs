@@ -28,6 +28,16 @@ pub(super) fn check_plain_fn_options(args: &Args, cx: &mut Ctxt) {
     }
 }
 
+/// A priority orders loads for an admission's permits: without one it would do nothing.
+pub(super) fn check_priority(args: &Args, cx: &mut Ctxt) {
+    if let (Some(priority), None) = (&args.priority, &args.admission) {
+        cx.error(
+            &priority.name,
+            "`priority` decides who gives way for an admission's permits, and this function names no admission: add `admission = \"db\"`, or drop `priority`",
+        );
+    }
+}
+
 /// `fresh` is required and above zero; a `fresh` written wrong is reported once, where
 /// it was read.
 pub(super) fn check_fresh(args: &Args, cx: &mut Ctxt) -> Option<Millis> {

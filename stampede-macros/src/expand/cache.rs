@@ -2,6 +2,7 @@
 //! body and the handle constant both find it.
 use super::tags::tags_fn;
 use super::types::{private, trait_imports, Types};
+use crate::args::Priority;
 use crate::plan::{Mode, Plan, Returns};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -166,6 +167,14 @@ fn policy(plan: &Plan) -> TokenStream {
     }
     if let Some(admission) = &plan.admission {
         calls.push(quote!(.admission(#admission)));
+    }
+    let priority = match plan.priority {
+        Some(Priority::Low) => Some(quote!(Low)),
+        Some(Priority::High) => Some(quote!(High)),
+        Some(Priority::Normal) | None => None,
+    };
+    if let Some(priority) = priority {
+        calls.push(quote!(.priority(#private::Priority::#priority)));
     }
     if let Some(batch) = &plan.batch {
         if let Some(keys) = batch.max_batch {

@@ -1,24 +1,136 @@
 use super::*;
 
+const NORMAL: Priority = Priority::Normal;
+
 #[tokio::test(start_paused = true)]
 async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit_frees() {
     let admission = Admission::new("db".into(), 2, Duration::from_millis(100));
-    let first = admission.enter().await.expect("a free permit");
-    let _second = admission.enter().await.expect("a free permit");
+    let first = admission.enter(NORMAL).await.expect("a free permit");
+    let _second = admission.enter(NORMAL).await.expect("a free permit");
     assert_eq!(
         admission.permits.available_permits(),
         0,
         "both permits held"
     );
     let started = tokio::time::Instant::now();
-    assert!(admission.enter().await.is_none(), "shed");
+    assert_eq!(admission.enter(NORMAL).await.err(), Some(Shed::Queued));
     assert_eq!(started.elapsed(), Duration::from_millis(100));
     let release = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(40)).await;
         drop(first);
     });
     let started = tokio::time::Instant::now();
-    assert!(admission.enter().await.is_some(), "admitted once one frees");
+    assert!(
+        admission.enter(NORMAL).await.is_ok(),
+        "admitted once one frees"
+    );
     assert_eq!(started.elapsed(), Duration::from_millis(40));
     release.await.unwrap();
+}
+
+fn shared(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> Arc<Admission> {
+    let shares = Shares {
+        reserved_high,
+        low_queue,
+    };
+    Arc::new(Admission::shared(
+        "db".into(),
+        limit,
+        Duration::from_millis(100),
+        shares,
+    ))
+}
+
+#[tokio::test(start_paused = true)]
+async fn reserved_permits_go_to_high_priority_loads_only() {
+    let admission = shared(3, 1, None);
+    let _a = admission
+        .enter(Priority::Low)
+        .await
+        .expect("a shared permit");
+    let _b = admission.enter(NORMAL).await.expect("a shared permit");
+    // The shared permits are gone; the reserved one is left.
+    assert_eq!(
+        admission.enter(NORMAL).await.err(),
+        Some(Shed::Queued),
+        "a normal load does not take the reserved permit"
+    );
+    assert_eq!(
+        admission.enter(Priority::Low).await.err(),
+        Some(Shed::Queued)
+    );
+    let high = admission.enter(Priority::High).await;
+    assert!(
+        high.is_ok(),
+        "a high-priority load takes the reserved permit at once"
+    );
+    assert_eq!(
+        admission.enter(Priority::High).await.err(),
+        Some(Shed::Queued),
+        "and the limit still holds for it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
+    let admission = shared(2, 1, None);
+    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let reserved = admission
+        .enter(Priority::High)
+        .await
+        .expect("the reserved one");
+    let waiting = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(Priority::High).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    drop(reserved);
+    assert!(waiting.await.unwrap(), "admitted by the reserved permit");
+    drop(shared_permit);
+}
+
+#[tokio::test(start_paused = true)]
+async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
+    let admission = shared(1, 0, Some(2));
+    let held = admission.enter(NORMAL).await.expect("the one permit");
+    // Two loads queue (a low-priority one among them: the queue was shorter).
+    let mut queued = Vec::new();
+    for priority in [Priority::Low, NORMAL] {
+        let admission = admission.clone();
+        queued.push(tokio::spawn(async move {
+            admission.enter(priority).await.is_ok()
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 2);
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        admission.enter(Priority::Low).await.err(),
+        Some(Shed::Early),
+        "shed without queueing"
+    );
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    // A normal or high load still queues, and is admitted when a permit frees.
+    let normal = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(NORMAL).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    drop(held);
+    let admitted: Vec<bool> = futures_util::future::join_all(queued)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    // Each gives its permit back at once, so every queued load gets it in turn.
+    assert_eq!(admitted, vec![true, true], "the queued loads are admitted");
+    assert!(
+        normal.await.unwrap(),
+        "and so is the normal load that queued after the shed"
+    );
+    assert_eq!(
+        admission.queued.load(Ordering::Relaxed),
+        0,
+        "nobody counted as queued"
+    );
 }

@@ -26,7 +26,7 @@ use super::leader::{leads, within_leader, Called, CountPanic, Runner};
 use super::shared::{Answer, Decision, Refresh};
 use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
-use crate::admission::Gate;
+use crate::admission::{Gate, Shed};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::deadline::within;
@@ -409,19 +409,24 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let asked = self.clock.precise();
         // A batch stops waiting for this key while it queues.
         super::batch::parked();
-        let permit = admission.enter().await;
+        let permit = admission.enter(self.policy.priority()).await;
         let waited = self.clock.precise().saturating_duration_since(asked);
         self.counters.admission_wait.record(waited);
         match permit {
-            Some(permit) => {
+            Ok(permit) => {
                 self.counters.admitted.bump();
                 Ok(Some(permit))
             }
-            None => Err(Error::Overloaded {
-                cache: self.policy.name().clone(),
-                admission: admission.name().clone(),
-                waited,
-            }),
+            Err(shed) => {
+                if shed == Shed::Early {
+                    self.counters.shed_early.bump();
+                }
+                Err(Error::Overloaded {
+                    cache: self.policy.name().clone(),
+                    admission: admission.name().clone(),
+                    waited,
+                })
+            }
         }
     }
 

@@ -68,6 +68,7 @@ use env::collision;
 use error::At;
 use file::toml_key;
 
+use crate::admission::Shares;
 use crate::policy::Policy;
 use backend::BackendLayer;
 use std::collections::{BTreeMap, HashMap};
@@ -100,6 +101,13 @@ table! {
         /// How long a load queues for a permit before it is shed (default 1s).
         #[serde(deserialize_with = "values::duration")]
         queue_timeout: Duration,
+        /// Permits only high-priority loads take, below `limit` (default 0).
+        #[serde(deserialize_with = "values::count")]
+        reserved_high: u64,
+        /// Queued loads at which a low-priority load is shed at once (default: none,
+        /// every priority queues for `queue_timeout`).
+        #[serde(deserialize_with = "values::count")]
+        low_queue: u64,
     }
 }
 
@@ -159,6 +167,7 @@ pub(crate) struct Layers {
 pub(crate) struct AdmissionSettings {
     pub(crate) limit: usize,
     pub(crate) queue_timeout: Duration,
+    pub(crate) shares: Shares,
 }
 
 /// Every setting, checked: what a runtime is built on.
@@ -226,6 +235,24 @@ impl Layers {
         let layer = AdmissionLayer {
             limit: Some(limit.try_into().unwrap_or(u64::MAX)),
             queue_timeout: Some(queue_timeout),
+            ..AdmissionLayer::default()
+        };
+        let table = format!("admission.{}", toml_key(&name));
+        let located = Located::in_code(layer, table);
+        self.admissions.entry(name).or_default().merge(located);
+    }
+
+    /// How the admission semaphore `name` shares its permits between priorities, in code.
+    pub(crate) fn set_admission_shares(
+        &mut self,
+        name: Arc<str>,
+        reserved_high: usize,
+        low_queue: Option<usize>,
+    ) {
+        let layer = AdmissionLayer {
+            reserved_high: Some(reserved_high.try_into().unwrap_or(u64::MAX)),
+            low_queue: low_queue.map(|at| at.try_into().unwrap_or(u64::MAX)),
+            ..AdmissionLayer::default()
         };
         let table = format!("admission.{}", toml_key(&name));
         let located = Located::in_code(layer, table);
@@ -317,12 +344,30 @@ impl Layers {
             let queue_timeout = spec.value.queue_timeout.unwrap_or(DEFAULT_QUEUE_TIMEOUT);
             stampede_settings::positive("queue_timeout", queue_timeout)
                 .map_err(|why| spec.refuse("queue_timeout", why))?;
+            let reserved_high = spec.value.reserved_high.unwrap_or(0);
+            if reserved_high >= limit {
+                let why = format!(
+                    "reserved_high must be below the limit ({limit}): every priority needs a permit"
+                );
+                return Err(spec.refuse("reserved_high", why));
+            }
+            let low_queue = match spec.value.low_queue {
+                Some(0) => {
+                    let why = "low_queue must be at least 1 (leave it out to let low-priority loads queue)";
+                    return Err(spec.refuse("low_queue", why.to_owned()));
+                }
+                at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
+            };
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             admissions.insert(
                 name.clone(),
                 AdmissionSettings {
                     limit,
                     queue_timeout,
+                    shares: Shares {
+                        reserved_high: usize::try_from(reserved_high).unwrap_or(usize::MAX),
+                        low_queue,
+                    },
                 },
             );
         }

@@ -5,6 +5,7 @@
 //! environment (`STAMPEDE_FUNCTION_<NAME>_<KEY>`) and the code builder all read this one
 //! declaration.
 use super::values;
+use crate::admission::Priority;
 use crate::policy::PolicyBuilder;
 use crate::xfetch::XFetch;
 use stampede_settings as settings;
@@ -114,6 +115,9 @@ overrides! {
     enabled: bool, check any, apply enabled;
     /// The admission semaphore the function's loads go through.
     admission: String as impl Into<String>, check named, apply admission;
+    /// How much the function's origin calls matter when permits are short: `"low"`,
+    /// `"normal"` or `"high"` (see [`Priority`](crate::Priority)).
+    priority: Priority, check any, apply priority;
 }
 
 fn xfetch(key: &str, xfetch: XFetch) -> Result<XFetch, String> {

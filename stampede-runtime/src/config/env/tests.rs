@@ -35,10 +35,13 @@ fn variables_set_admissions_and_function_overrides() {
             ("STAMPEDE_ADMISSION_DB_MAIN_LIMIT", "8"),
             ("STAMPEDE_ADMISSION_SEARCH_LIMIT", "3"),
             ("STAMPEDE_ADMISSION_SEARCH_QUEUE_TIMEOUT", "250ms"),
+            ("STAMPEDE_ADMISSION_SEARCH_RESERVED_HIGH", "1"),
+            ("STAMPEDE_ADMISSION_SEARCH_LOW_QUEUE", "4"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_FRESH", "30s"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_STALE_IF_ERROR", "5m"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_ENABLED", "false"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_ADMISSION", "search"),
+            ("STAMPEDE_FUNCTION_USER_PROFILE_PRIORITY", "high"),
             ("STAMPEDE_REQUIRE_REDIS", "1"),
             ("PATH", "/bin"),
         ]),
@@ -54,6 +57,7 @@ fn variables_set_admissions_and_function_overrides() {
         (search.limit, search.queue_timeout),
         (Some(3), Some(Duration::from_millis(250)))
     );
+    assert_eq!((search.reserved_high, search.low_queue), (Some(1), Some(4)));
     assert_eq!(
         layers.env_functions["USER_PROFILE"].value,
         Overrides::new()
@@ -61,6 +65,7 @@ fn variables_set_admissions_and_function_overrides() {
             .stale_if_error(Duration::from_secs(300))
             .enabled(false)
             .admission("search")
+            .priority(crate::Priority::High)
     );
     assert!(layers.check(|_| Ok(())).is_ok());
 }
