@@ -340,7 +340,7 @@ async fn the_file_sets_an_admissions_shares_and_a_functions_priority() {
     let reports: Cache<u32, u32> = Cache::builder(policy).runtime(&runtime).build();
     assert_eq!(reports.policy().priority(), stampede::Priority::Low);
     // Two shared permits held, one load queued: the next low-priority load is shed at
-    // once, and the reserved permit stays free.
+    // once (low loads never take the reserved permit, so it does not run).
     let slow = |key: u32| {
         let reports = reports.clone();
         tokio::spawn(async move {

@@ -19,8 +19,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How much a cache's origin calls matter when its admission's permits are short
-/// ([`PolicyBuilder::priority`](crate::PolicyBuilder::priority), `priority = "low"` on
-/// the attribute, `priority` in a function's overrides).
+/// ([`PolicyBuilder::priority`](crate::PolicyBuilder::priority), `priority = low` on
+/// the attribute, `priority = "low"` in a function's overrides). Every load of the cache
+/// has its priority.
 ///
 /// A `High` load may take the admission's reserved permits (`reserved_high`) as well as
 /// the shared ones; a `Low` load is shed at once, with [`Error::Overloaded`] (or the stale
@@ -66,12 +67,12 @@ pub(crate) struct Shares {
 impl Admission {
     #[cfg(test)]
     pub(crate) fn new(name: Arc<str>, limit: usize, queue_timeout: Duration) -> Self {
-        Self::shared(name, limit, queue_timeout, Shares::default())
+        Self::with_shares(name, limit, queue_timeout, Shares::default())
     }
 
     /// An admission whose permits are shared between priorities as `shares` says (the
     /// configuration has checked that the reserved permits leave at least one).
-    pub(crate) fn shared(
+    pub(crate) fn with_shares(
         name: Arc<str>,
         limit: usize,
         queue_timeout: Duration,
@@ -131,11 +132,14 @@ impl Admission {
         if let Some(Ok(permit)) = reserved.map(|r| r.clone().try_acquire_owned()) {
             return Ok(permit);
         }
-        let queued = self.queued.fetch_add(1, Ordering::Relaxed);
-        let _queued = Queued(&self.queued);
+        // Checked before this load counts itself, so a load shed here is never seen as
+        // queued by another.
+        let queued = self.queued.load(Ordering::Relaxed);
         if priority == Priority::Low && self.low_queue.is_some_and(|at| queued >= at) {
             return Err(Shed::Early);
         }
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = Queued(&self.queued);
         let shared = self.permits.clone().acquire_owned();
         let permit = match reserved {
             None => deadline::within(self.queue_timeout, shared).await,

@@ -49,7 +49,7 @@ pub enum Error {
     },
     /// The load waited `queue_timeout` for a permit of its admission semaphore and was
     /// shed (or, of low priority, found the queue at its `low_queue` and was shed at once,
-    /// `waited` zero), and no stale value could stand in. Every waiter of that load gets
+    /// `waited` near zero), and no stale value could stand in. Every waiter of that load gets
     /// this error.
     Overloaded {
         /// The cache's name.

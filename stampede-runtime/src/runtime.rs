@@ -87,7 +87,8 @@ impl RuntimeBuilder {
     /// How the admission semaphore `name` shares its permits between priorities (see
     /// [`Priority`](crate::Priority)): `reserved_high` of its permits only high-priority
     /// loads take (below its limit), and a low-priority load that finds `low_queue` loads
-    /// or more queued is shed at once (`None`: it queues like the others). The file's
+    /// or more queued is shed at once (`None` leaves `low_queue` as the file or the
+    /// environment sets it; unset, low-priority loads queue like the others). The file's
     /// `reserved_high` and `low_queue` in `[admission.<name>]`.
     ///
     /// ```
@@ -168,7 +169,7 @@ impl RuntimeBuilder {
         let config = self.layers.check(Replica::check)?;
         let admissions = (config.admissions.iter())
             .map(|(name, admission)| {
-                let semaphore = Admission::shared(
+                let semaphore = Admission::with_shares(
                     name.clone(),
                     admission.limit,
                     admission.queue_timeout,

@@ -50,8 +50,9 @@ pub struct Stats {
     /// low-priority loads shed at once (answered with a stale value where the policy
     /// allows one, else `Overloaded`).
     pub shed: u64,
-    /// Of `shed`, low-priority loads shed at once because their admission's queue was at
-    /// its `low_queue` (see [`Priority`](crate::Priority)).
+    /// Low-priority loads shed at once because their admission's queue was at its
+    /// `low_queue` (see [`Priority`](crate::Priority)), whatever answered their callers
+    /// (a stale value from the shared store is not counted in `shed`).
     pub shed_early: u64,
     /// Total time loads spent queued for an admission permit, admitted or shed.
     pub admission_wait_total: Duration,

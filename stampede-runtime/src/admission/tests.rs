@@ -28,12 +28,12 @@ async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit
     release.await.unwrap();
 }
 
-fn shared(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> Arc<Admission> {
+fn with_shares(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> Arc<Admission> {
     let shares = Shares {
         reserved_high,
         low_queue,
     };
-    Arc::new(Admission::shared(
+    Arc::new(Admission::with_shares(
         "db".into(),
         limit,
         Duration::from_millis(100),
@@ -43,7 +43,7 @@ fn shared(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> Arc<A
 
 #[tokio::test(start_paused = true)]
 async fn reserved_permits_go_to_high_priority_loads_only() {
-    let admission = shared(3, 1, None);
+    let admission = with_shares(3, 1, None);
     let _a = admission
         .enter(Priority::Low)
         .await
@@ -73,7 +73,7 @@ async fn reserved_permits_go_to_high_priority_loads_only() {
 
 #[tokio::test(start_paused = true)]
 async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
-    let admission = shared(2, 1, None);
+    let admission = with_shares(2, 1, None);
     let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
     let reserved = admission
         .enter(Priority::High)
@@ -90,8 +90,67 @@ async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first() {
+    let admission = with_shares(2, 1, None);
+    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let reserved = admission
+        .enter(Priority::High)
+        .await
+        .expect("the reserved one");
+    let waiting = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(Priority::High).await.map(drop).is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    drop(shared_permit);
+    assert!(waiting.await.unwrap(), "admitted by the shared permit");
+    assert_eq!(admission.permits.available_permits(), 1, "given back");
+    drop(reserved);
+    let reserved = admission.reserved.as_ref().unwrap();
+    assert_eq!(reserved.available_permits(), 1);
+}
+
+/// A high-priority load queued on both semaphores that gives up (its queue timeout, or
+/// its caller dropped it) leaves both as they were and is no longer counted as queued.
+#[tokio::test(start_paused = true)]
+async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
+    let admission = with_shares(2, 1, None);
+    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let reserved_permit = admission
+        .enter(Priority::High)
+        .await
+        .expect("the reserved one");
+    // Timed out in the queue.
+    assert_eq!(
+        admission.enter(Priority::High).await.err(),
+        Some(Shed::Queued)
+    );
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
+    // Dropped while queued.
+    let dropped = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(Priority::High).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 1);
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
+    drop((shared_permit, reserved_permit));
+    let reserved = admission.reserved.as_ref().unwrap();
+    assert_eq!(
+        (
+            admission.permits.available_permits(),
+            reserved.available_permits()
+        ),
+        (1, 1),
+        "every permit back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
-    let admission = shared(1, 0, Some(2));
+    let admission = with_shares(1, 0, Some(2));
     let held = admission.enter(NORMAL).await.expect("the one permit");
     // Two loads queue (a low-priority one among them: the queue was shorter).
     let mut queued = Vec::new();
@@ -110,7 +169,7 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
         "shed without queueing"
     );
     assert_eq!(started.elapsed(), Duration::ZERO);
-    // A normal or high load still queues, and is admitted when a permit frees.
+    // A normal load still queues, and is admitted when a permit frees.
     let normal = tokio::spawn({
         let admission = admission.clone();
         async move { admission.enter(NORMAL).await.is_ok() }
