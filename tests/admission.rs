@@ -445,3 +445,71 @@ async fn normal_loads_are_never_shed_early_nor_take_the_reserved_permit() {
         "normal loads never take the reserved permit"
     );
 }
+
+/// One tenant flushes 2,000 keys while another reads 20 cold keys, on one admission of
+/// 40 permits. With `per_group = 20` and the tenant as the key group, the flush holds at
+/// most 20 permits and the second tenant's reads start at once: their slowest is the
+/// origin's latency, as without the flush. Without a share they wait behind the flush.
+async fn a_tenants_flush_beside_another_tenants_reads(per_group: Option<usize>) -> Duration {
+    let mut runtime = Runtime::builder().admission("db", 40, Duration::from_secs(60));
+    if let Some(per_group) = per_group {
+        runtime = runtime.admission_per_group("db", per_group);
+    }
+    let runtime = runtime.build().unwrap();
+    let policy = Policy::builder("tenant-rows")
+        .fresh(60_000 * MS)
+        .admission("db")
+        .build()
+        .unwrap();
+    let rows: Cache<(u32, u32), usize, AppError> = Cache::builder(policy)
+        .clock(Clock::tokio())
+        .runtime(&runtime)
+        .admission_group(|&(tenant, _): &(u32, u32)| tenant)
+        .build();
+    let (flush, reads) = (Origin::default(), Origin::default());
+    let load = |tenant: u32, id: u32, origin: &Origin| {
+        let (rows, origin) = (rows.clone(), origin.clone());
+        tokio::spawn(async move {
+            let asked = tokio::time::Instant::now();
+            let got = rows
+                .load((tenant, id), move || async move {
+                    Ok(origin.slow(50 * MS).await)
+                })
+                .await;
+            (got, asked.elapsed())
+        })
+    };
+    let flushed: Vec<_> = (0..2_000).map(|id| load(1, id, &flush)).collect();
+    sleep(MS).await;
+    let read: Vec<_> = (0..20).map(|id| load(2, id, &reads)).collect();
+    let mut slowest = Duration::ZERO;
+    for read in futures_util::future::join_all(read).await {
+        let (got, took) = read.unwrap();
+        assert!(got.is_ok(), "{got:?}");
+        slowest = slowest.max(took);
+    }
+    for flushed in futures_util::future::join_all(flushed).await {
+        assert!(flushed.unwrap().0.is_ok(), "nothing is shed");
+    }
+    assert_eq!((flush.calls(), reads.calls()), (2_000, 20));
+    assert!(flush.max_running() <= 40 && reads.max_running() <= 20);
+    if let Some(per_group) = per_group {
+        assert_eq!(flush.max_running(), per_group, "the flush holds its share");
+    }
+    slowest
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenants_flush_leaves_another_tenant_its_share_of_the_admission() {
+    let shared = a_tenants_flush_beside_another_tenants_reads(Some(20)).await;
+    assert_eq!(
+        shared,
+        50 * MS,
+        "the reads start at once: the origin's latency"
+    );
+    let unshared = a_tenants_flush_beside_another_tenants_reads(None).await;
+    assert!(
+        unshared >= 20 * shared,
+        "without a share the reads queue behind the flush: {unshared:?}"
+    );
+}

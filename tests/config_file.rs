@@ -37,7 +37,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[admission.db]\nlimit = 4\nqueue = \"1s\"\n",
         line: 3,
         key: Some("admission.db.queue"),
-        says: "unknown field `queue`, expected one of `limit`, `queue_timeout`, `reserved_high`, `low_queue`",
+        says: "unknown field `queue`, expected one of `limit`, `queue_timeout`, `reserved_high`, `low_queue`, `per_group`",
     },
     Bad {
         name: "bad-duration",
@@ -206,6 +206,13 @@ const BAD_FILES: &[Bad] = &[
         line: 3,
         key: Some("admission.db.low_queue"),
         says: "low_queue must be at least 1",
+    },
+    Bad {
+        name: "per-group-zero",
+        text: "[admission.db]\nlimit = 2\nper_group = 0\n",
+        line: 3,
+        key: Some("admission.db.per_group"),
+        says: "per_group must be at least 1",
     },
     Bad {
         name: "unknown-priority",

@@ -13,8 +13,9 @@
 //! behind.
 use crate::deadline;
 use crate::error::Error;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -53,6 +54,72 @@ pub(crate) struct Admission {
     low_queue: Option<usize>,
     /// Loads waiting for a permit now.
     queued: AtomicUsize,
+    /// The permits of each key group with a load admitted or queued (none without
+    /// `per_group`).
+    groups: Option<Arc<Groups>>,
+}
+
+/// The groups of one admission: each holds at most `per_group` permits at once. A group
+/// is forgotten as soon as none of its loads holds or waits for a permit, so the map
+/// holds only the groups that are loading.
+#[derive(Debug)]
+struct Groups {
+    per_group: usize,
+    slots: Mutex<HashMap<u64, Arc<Semaphore>>>,
+}
+
+impl Groups {
+    fn slots(&self) -> MutexGuard<'_, HashMap<u64, Arc<Semaphore>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Group `id`'s semaphore, made on its first load.
+    fn of(self: &Arc<Self>, id: u64) -> InGroup {
+        let slot = self
+            .slots()
+            .entry(id)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_group)))
+            .clone();
+        InGroup {
+            permit: None,
+            slot,
+            id,
+            groups: self.clone(),
+        }
+    }
+}
+
+/// A load's place in its group: the group's permit once it has one. Dropped, it gives
+/// the permit back and forgets the group if nobody else holds or waits for one.
+#[derive(Debug)]
+struct InGroup {
+    permit: Option<OwnedSemaphorePermit>,
+    slot: Arc<Semaphore>,
+    id: u64,
+    groups: Arc<Groups>,
+}
+
+impl Drop for InGroup {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let mut slots = self.groups.slots();
+        // Clones are made under this lock only, and a waiting acquire holds one: the map's
+        // and this one mean nobody else is in the group.
+        if Arc::strong_count(&self.slot) == 2
+            && self.slot.available_permits() == self.groups.per_group
+        {
+            slots.remove(&self.id);
+        }
+    }
+}
+
+/// What an admitted load holds until its origin call ends: the admission's permit and,
+/// with `per_group`, its group's.
+#[derive(Debug)]
+pub(crate) struct Permit {
+    _admission: OwnedSemaphorePermit,
+    /// Boxed: a load's future holds its permit across the origin call.
+    _group: Option<Box<InGroup>>,
 }
 
 /// How one admission shares its permits between priorities.
@@ -62,6 +129,8 @@ pub(crate) struct Shares {
     pub(crate) reserved_high: usize,
     /// Queued loads at which a low-priority load is shed at once.
     pub(crate) low_queue: Option<usize>,
+    /// Permits one key group holds at most at once (see `CacheBuilder::admission_group`).
+    pub(crate) per_group: Option<usize>,
 }
 
 impl Admission {
@@ -87,6 +156,12 @@ impl Admission {
             reserved: (reserved > 0).then(|| Arc::new(Semaphore::new(reserved))),
             low_queue: shares.low_queue,
             queued: AtomicUsize::new(0),
+            groups: shares.per_group.map(|per_group| {
+                Arc::new(Groups {
+                    per_group: per_group.max(1),
+                    slots: Mutex::new(HashMap::new()),
+                })
+            }),
         }
     }
 
@@ -117,20 +192,46 @@ impl Admission {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Key groups with a load admitted or queued now.
+    #[cfg(any(test, feature = "metrics"))]
+    pub(crate) fn groups(&self) -> usize {
+        self.groups
+            .as_ref()
+            .map_or(0, |groups| groups.slots().len())
+    }
+
     /// A permit, or why none: `Queued` once `queue_timeout` passed in the queue (fair:
     /// first come, first admitted), `Early` for a low-priority load that found the queue
-    /// at `low_queue`. Where no timer can run (no Tokio runtime, or one without its time
+    /// at `low_queue`. With `per_group`, a load of key group `group` takes its group's
+    /// permit first, so a group at its share waits without holding one of the
+    /// admission's. Where no timer can run (no Tokio runtime, or one without its time
     /// driver) the timeout cannot be kept, so the caller queues until a permit frees.
-    pub(crate) async fn enter(&self, priority: Priority) -> Result<OwnedSemaphorePermit, Shed> {
-        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            return Ok(permit);
+    pub(crate) async fn enter(
+        &self,
+        priority: Priority,
+        group: Option<u64>,
+    ) -> Result<Permit, Shed> {
+        let mut in_group = (self.groups.as_ref()).and_then(|groups| Some(groups.of(group?)));
+        if let Some(in_group) = &mut in_group {
+            in_group.permit = in_group.slot.clone().try_acquire_owned().ok();
         }
         let reserved = self
             .reserved
             .as_ref()
             .filter(|_| priority == Priority::High);
-        if let Some(Ok(permit)) = reserved.map(|r| r.clone().try_acquire_owned()) {
-            return Ok(permit);
+        if in_group.as_ref().is_none_or(|g| g.permit.is_some()) {
+            let permit = self
+                .permits
+                .clone()
+                .try_acquire_owned()
+                .ok()
+                .or_else(|| reserved.and_then(|r| r.clone().try_acquire_owned().ok()));
+            if let Some(permit) = permit {
+                return Ok(Permit {
+                    _admission: permit,
+                    _group: in_group.map(Box::new),
+                });
+            }
         }
         // Checked before this load counts itself, so a load shed here is never seen as
         // queued by another.
@@ -140,24 +241,34 @@ impl Admission {
         }
         self.queued.fetch_add(1, Ordering::Relaxed);
         let _queued = Queued(&self.queued);
-        let shared = self.permits.clone().acquire_owned();
-        let permit = match reserved {
-            None => deadline::within(self.queue_timeout, shared).await,
-            // A high-priority load takes whichever frees first.
-            Some(reserved) => {
-                let reserved = reserved.clone().acquire_owned();
-                let either = async {
+        let wait = async {
+            if let Some(in_group) = in_group.as_mut().filter(|g| g.permit.is_none()) {
+                in_group.permit = Some(in_group.slot.clone().acquire_owned().await.ok()?);
+            }
+            let shared = self.permits.clone().acquire_owned();
+            let permit = match reserved {
+                None => shared.await,
+                // A high-priority load takes whichever frees first.
+                Some(reserved) => {
+                    let reserved = reserved.clone().acquire_owned();
                     let (shared, reserved) = (std::pin::pin!(shared), std::pin::pin!(reserved));
                     futures_util::future::select(shared, reserved)
                         .await
                         .factor_first()
                         .0
-                };
-                deadline::within(self.queue_timeout, either).await
-            }
+                }
+            };
+            // The semaphores are never closed, so acquiring cannot fail otherwise.
+            permit.ok()
         };
-        // The semaphores are never closed, so acquiring cannot fail otherwise.
-        permit.and_then(Result::ok).ok_or(Shed::Queued)
+        let permit = deadline::within(self.queue_timeout, wait).await.flatten();
+        match permit {
+            Some(permit) => Ok(Permit {
+                _admission: permit,
+                _group: in_group.map(Box::new),
+            }),
+            None => Err(Shed::Queued),
+        }
     }
 }
 

@@ -111,6 +111,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The most permits of the admission semaphore `name` that the loads of one key group
+    /// hold at once (a tenant's, say: see
+    /// [`CacheBuilder::admission_group`](crate::CacheBuilder::admission_group)), so one
+    /// group's flush cannot take every permit. The file's `per_group` in
+    /// `[admission.<name>]`.
+    pub fn admission_per_group(mut self, name: impl Into<Arc<str>>, per_group: usize) -> Self {
+        self.layers.set_admission_per_group(name.into(), per_group);
+        self
+    }
+
     /// Overrides settings of the cache named `name` (merged over earlier overrides of it).
     pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
         self.layers.set_function(name.into(), overrides);

@@ -40,8 +40,10 @@ impl Runtime {
                 .set(admission.limit() as f64);
             metrics::gauge!("stampede_admission_in_use", "admission" => name.clone())
                 .set(admission.in_use() as f64);
-            metrics::gauge!("stampede_admission_queued", "admission" => name)
+            metrics::gauge!("stampede_admission_queued", "admission" => name.clone())
                 .set(admission.queued() as f64);
+            metrics::gauge!("stampede_admission_groups", "admission" => name)
+                .set(admission.groups() as f64);
         }
         if let Some(stats) = self.backend_stats() {
             let backend = match self.backend().kind() {

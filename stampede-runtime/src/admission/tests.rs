@@ -5,15 +5,18 @@ const NORMAL: Priority = Priority::Normal;
 #[tokio::test(start_paused = true)]
 async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit_frees() {
     let admission = Admission::new("db".into(), 2, Duration::from_millis(100));
-    let first = admission.enter(NORMAL).await.expect("a free permit");
-    let _second = admission.enter(NORMAL).await.expect("a free permit");
+    let first = admission.enter(NORMAL, None).await.expect("a free permit");
+    let _second = admission.enter(NORMAL, None).await.expect("a free permit");
     assert_eq!(
         admission.permits.available_permits(),
         0,
         "both permits held"
     );
     let started = tokio::time::Instant::now();
-    assert_eq!(admission.enter(NORMAL).await.err(), Some(Shed::Queued));
+    assert_eq!(
+        admission.enter(NORMAL, None).await.err(),
+        Some(Shed::Queued)
+    );
     assert_eq!(started.elapsed(), Duration::from_millis(100));
     let release = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(40)).await;
@@ -21,7 +24,7 @@ async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit
     });
     let started = tokio::time::Instant::now();
     assert!(
-        admission.enter(NORMAL).await.is_ok(),
+        admission.enter(NORMAL, None).await.is_ok(),
         "admitted once one frees"
     );
     assert_eq!(started.elapsed(), Duration::from_millis(40));
@@ -32,6 +35,7 @@ fn with_shares(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> 
     let shares = Shares {
         reserved_high,
         low_queue,
+        per_group: None,
     };
     Arc::new(Admission::with_shares(
         "db".into(),
@@ -45,27 +49,30 @@ fn with_shares(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> 
 async fn reserved_permits_go_to_high_priority_loads_only() {
     let admission = with_shares(3, 1, None);
     let _a = admission
-        .enter(Priority::Low)
+        .enter(Priority::Low, None)
         .await
         .expect("a shared permit");
-    let _b = admission.enter(NORMAL).await.expect("a shared permit");
+    let _b = admission
+        .enter(NORMAL, None)
+        .await
+        .expect("a shared permit");
     // The shared permits are gone; the reserved one is left.
     assert_eq!(
-        admission.enter(NORMAL).await.err(),
+        admission.enter(NORMAL, None).await.err(),
         Some(Shed::Queued),
         "a normal load does not take the reserved permit"
     );
     assert_eq!(
-        admission.enter(Priority::Low).await.err(),
+        admission.enter(Priority::Low, None).await.err(),
         Some(Shed::Queued)
     );
-    let high = admission.enter(Priority::High).await;
+    let high = admission.enter(Priority::High, None).await;
     assert!(
         high.is_ok(),
         "a high-priority load takes the reserved permit at once"
     );
     assert_eq!(
-        admission.enter(Priority::High).await.err(),
+        admission.enter(Priority::High, None).await.err(),
         Some(Shed::Queued),
         "and the limit still holds for it"
     );
@@ -74,14 +81,17 @@ async fn reserved_permits_go_to_high_priority_loads_only() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
     let admission = with_shares(2, 1, None);
-    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let shared_permit = admission
+        .enter(NORMAL, None)
+        .await
+        .expect("the shared permit");
     let reserved = admission
-        .enter(Priority::High)
+        .enter(Priority::High, None)
         .await
         .expect("the reserved one");
     let waiting = tokio::spawn({
         let admission = admission.clone();
-        async move { admission.enter(Priority::High).await.is_ok() }
+        async move { admission.enter(Priority::High, None).await.is_ok() }
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(reserved);
@@ -92,14 +102,23 @@ async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first() {
     let admission = with_shares(2, 1, None);
-    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let shared_permit = admission
+        .enter(NORMAL, None)
+        .await
+        .expect("the shared permit");
     let reserved = admission
-        .enter(Priority::High)
+        .enter(Priority::High, None)
         .await
         .expect("the reserved one");
     let waiting = tokio::spawn({
         let admission = admission.clone();
-        async move { admission.enter(Priority::High).await.map(drop).is_ok() }
+        async move {
+            admission
+                .enter(Priority::High, None)
+                .await
+                .map(drop)
+                .is_ok()
+        }
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(shared_permit);
@@ -115,21 +134,24 @@ async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first()
 #[tokio::test(start_paused = true)]
 async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
     let admission = with_shares(2, 1, None);
-    let shared_permit = admission.enter(NORMAL).await.expect("the shared permit");
+    let shared_permit = admission
+        .enter(NORMAL, None)
+        .await
+        .expect("the shared permit");
     let reserved_permit = admission
-        .enter(Priority::High)
+        .enter(Priority::High, None)
         .await
         .expect("the reserved one");
     // Timed out in the queue.
     assert_eq!(
-        admission.enter(Priority::High).await.err(),
+        admission.enter(Priority::High, None).await.err(),
         Some(Shed::Queued)
     );
     assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
     // Dropped while queued.
     let dropped = tokio::spawn({
         let admission = admission.clone();
-        async move { admission.enter(Priority::High).await.is_ok() }
+        async move { admission.enter(Priority::High, None).await.is_ok() }
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(admission.queued.load(Ordering::Relaxed), 1);
@@ -151,20 +173,20 @@ async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
 #[tokio::test(start_paused = true)]
 async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     let admission = with_shares(1, 0, Some(2));
-    let held = admission.enter(NORMAL).await.expect("the one permit");
+    let held = admission.enter(NORMAL, None).await.expect("the one permit");
     // Two loads queue (a low-priority one among them: the queue was shorter).
     let mut queued = Vec::new();
     for priority in [Priority::Low, NORMAL] {
         let admission = admission.clone();
         queued.push(tokio::spawn(async move {
-            admission.enter(priority).await.is_ok()
+            admission.enter(priority, None).await.is_ok()
         }));
     }
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(admission.queued.load(Ordering::Relaxed), 2);
     let started = tokio::time::Instant::now();
     assert_eq!(
-        admission.enter(Priority::Low).await.err(),
+        admission.enter(Priority::Low, None).await.err(),
         Some(Shed::Early),
         "shed without queueing"
     );
@@ -172,7 +194,7 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     // A normal load still queues, and is admitted when a permit frees.
     let normal = tokio::spawn({
         let admission = admission.clone();
-        async move { admission.enter(NORMAL).await.is_ok() }
+        async move { admission.enter(NORMAL, None).await.is_ok() }
     });
     tokio::time::sleep(Duration::from_millis(1)).await;
     drop(held);
@@ -192,4 +214,79 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
         0,
         "nobody counted as queued"
     );
+}
+
+fn per_group(limit: usize, per_group: usize) -> Arc<Admission> {
+    let shares = Shares {
+        per_group: Some(per_group),
+        ..Shares::default()
+    };
+    let timeout = Duration::from_millis(100);
+    Arc::new(Admission::with_shares("db".into(), limit, timeout, shares))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_holds_at_most_its_share_and_the_others_get_the_rest() {
+    let admission = per_group(4, 2);
+    let a1 = admission
+        .enter(NORMAL, Some(1))
+        .await
+        .expect("group 1's first");
+    let _a2 = admission
+        .enter(NORMAL, Some(1))
+        .await
+        .expect("group 1's second");
+    // Group 1 is at its share: its third load waits (and is shed at the queue timeout)
+    // although two of the admission's permits are free.
+    assert_eq!(
+        admission.enter(NORMAL, Some(1)).await.err(),
+        Some(Shed::Queued)
+    );
+    assert_eq!(admission.permits.available_permits(), 2);
+    // Another group, and a load with no group, still get in at once.
+    let _b = admission.enter(NORMAL, Some(2)).await.expect("group 2");
+    let _none = admission.enter(NORMAL, None).await.expect("no group");
+    assert_eq!(admission.permits.available_permits(), 0);
+    // Group 1's queued load is admitted when one of its own frees.
+    let waiting = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(NORMAL, Some(1)).await.map(drop).is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 1);
+    drop(a1);
+    assert!(waiting.await.unwrap(), "admitted with group 1's permit");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_is_forgotten_once_nothing_of_it_holds_or_waits() {
+    let admission = per_group(2, 1);
+    let held = admission.enter(NORMAL, Some(7)).await.expect("group 7");
+    assert_eq!(admission.groups(), 1);
+    // One waits in the group, then gives up; one is dropped while waiting.
+    assert_eq!(
+        admission.enter(NORMAL, Some(7)).await.err(),
+        Some(Shed::Queued)
+    );
+    let dropped = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(NORMAL, Some(7)).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    assert_eq!(admission.groups(), 1, "still held");
+    drop(held);
+    assert_eq!(admission.groups(), 0, "nothing of group 7 left");
+    // A thousand groups one after another leave nothing behind either.
+    for group in 0..1_000 {
+        drop(
+            admission
+                .enter(NORMAL, Some(group))
+                .await
+                .expect("a free permit"),
+        );
+    }
+    assert_eq!(admission.groups(), 0);
+    assert_eq!(admission.permits.available_permits(), 2);
 }

@@ -26,7 +26,7 @@ use super::leader::{leads, within_leader, Called, CountPanic, Runner};
 use super::shared::{Answer, Decision, Refresh};
 use super::tagging::{ValueFrom, Written};
 use super::{Cache, Inner, LoadLeader, Unanswered};
-use crate::admission::{Gate, Shed};
+use crate::admission::{Gate, Permit, Shed};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::deadline::within;
@@ -37,7 +37,6 @@ use crate::shared::tier::Found;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
-use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
@@ -332,7 +331,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             // caches that have one).
             let admitted = match self.gate {
                 Gate::Open => Ok(None),
-                _ => Box::pin(self.admit()).await,
+                _ => Box::pin(self.admit(&key)).await,
             };
             let permit = match admitted {
                 Ok(permit) => permit,
@@ -400,7 +399,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
     /// Step 4: a permit of the cache's admission semaphore (none needed without one), or
     /// the error that stops this load: `Overloaded` past the queue timeout, or a closed
     /// gate's.
-    async fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, Error> {
+    async fn admit(&self, key: &K) -> Result<Option<Permit>, Error> {
         let admission = match &self.gate {
             Gate::Open => return Ok(None),
             Gate::Closed(error) => return Err(error.clone()),
@@ -409,7 +408,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let asked = self.clock.precise();
         // A batch stops waiting for this key while it queues.
         super::batch::parked();
-        let permit = admission.enter(self.policy.priority()).await;
+        let group = self.admission_group.as_ref().map(|group| group(key));
+        let permit = admission.enter(self.policy.priority(), group).await;
         let waited = self.clock.precise().saturating_duration_since(asked);
         self.counters.admission_wait.record(waited);
         match permit {

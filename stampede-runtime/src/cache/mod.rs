@@ -105,8 +105,12 @@ pub struct CacheBuilder<K, V, E> {
     codec: Option<Codec<K, V>>,
     source_version: Option<VersionOf<V>>,
     tags: Option<TagsOf<K, V>>,
+    admission_group: Option<GroupOf<K>>,
     types: PhantomData<fn() -> (K, V)>,
 }
+
+/// A key's group for its admission's `per_group` share, hashed.
+pub(crate) type GroupOf<K> = Arc<dyn Fn(&K) -> u64 + Send + Sync>;
 
 impl<K, V, E> CacheBuilder<K, V, E>
 where
@@ -128,8 +132,44 @@ where
             codec: None,
             source_version: None,
             tags: None,
+            admission_group: None,
             types: PhantomData,
         }
+    }
+
+    /// The key group each load belongs to for its admission's `per_group` share (a
+    /// tenant, a shard, a dependency): with `per_group = N` on the admission, the loads
+    /// of one group hold at most N of its permits at once, so one tenant's cold start
+    /// cannot take every permit from the others. Groups are compared by their hash (the
+    /// same value gives the same group in every cache of the process); without
+    /// `per_group` on the admission the group changes nothing.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use stampede_runtime::{Cache, Policy, Runtime};
+    /// let runtime = Runtime::builder()
+    ///     .admission("db", 40, Duration::from_millis(500))
+    ///     .admission_per_group("db", 10)
+    ///     .build()
+    ///     .unwrap();
+    /// let policy = Policy::builder("profiles").fresh(Duration::from_secs(60)).admission("db").build().unwrap();
+    /// // Keyed by (tenant, user): each tenant's loads hold at most 10 of the 40 permits.
+    /// let profiles: Cache<(u64, u64), String> = Cache::builder(policy)
+    ///     .runtime(&runtime)
+    ///     .admission_group(|&(tenant, _): &(u64, u64)| tenant)
+    ///     .build();
+    /// ```
+    pub fn admission_group<G: Hash>(
+        mut self,
+        group: impl Fn(&K) -> G + Send + Sync + 'static,
+    ) -> Self {
+        self.admission_group = Some(Arc::new(move |key: &K| {
+            // A fixed hasher: the same group in every cache and every run.
+            let mut hasher = std::hash::DefaultHasher::new();
+            group(key).hash(&mut hasher);
+            std::hash::Hasher::finish(&hasher)
+        }));
+        self
     }
 
     /// Reads the version of the source each loaded value was read at (a row's version
@@ -302,6 +342,7 @@ where
             shared,
             source_version: self.source_version,
             tags,
+            admission_group: self.admission_group,
             marks: OnceLock::new(),
             errors_heard: AtomicU64::new(0),
             me: me.clone(),
@@ -334,6 +375,8 @@ pub(crate) struct Inner<K, V, E> {
     /// The cache's tags, if it has any, and where its own tag invalidations go (see
     /// `tags.rs`).
     tags: Tagging<K, V>,
+    /// The key group of a load, for its admission's `per_group` share.
+    admission_group: Option<GroupOf<K>>,
     /// The tag book's count of moves when kept errors were last looked at.
     errors_heard: AtomicU64,
     /// In memory only (the shared store keeps its own): the highest source version

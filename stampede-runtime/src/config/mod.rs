@@ -108,6 +108,9 @@ table! {
         /// every priority queues for `queue_timeout`).
         #[serde(deserialize_with = "values::count")]
         low_queue: u64,
+        /// Permits the loads of one key group hold at most at once (default: none).
+        #[serde(deserialize_with = "values::count")]
+        per_group: u64,
     }
 }
 
@@ -242,6 +245,17 @@ impl Layers {
         self.admissions.entry(name).or_default().merge(located);
     }
 
+    /// The admission semaphore `name`'s share per key group, in code.
+    pub(crate) fn set_admission_per_group(&mut self, name: Arc<str>, per_group: usize) {
+        let layer = AdmissionLayer {
+            per_group: Some(per_group.try_into().unwrap_or(u64::MAX)),
+            ..AdmissionLayer::default()
+        };
+        let table = format!("admission.{}", toml_key(&name));
+        let located = Located::in_code(layer, table);
+        self.admissions.entry(name).or_default().merge(located);
+    }
+
     /// How the admission semaphore `name` shares its permits between priorities, in code.
     pub(crate) fn set_admission_shares(
         &mut self,
@@ -358,6 +372,14 @@ impl Layers {
                 }
                 at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
             };
+            let per_group = match spec.value.per_group {
+                Some(0) => {
+                    let why =
+                        "per_group must be at least 1 (leave it out for no share per key group)";
+                    return Err(spec.refuse("per_group", why.to_owned()));
+                }
+                at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
+            };
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             admissions.insert(
                 name.clone(),
@@ -367,6 +389,7 @@ impl Layers {
                     shares: Shares {
                         reserved_high: usize::try_from(reserved_high).unwrap_or(usize::MAX),
                         low_queue,
+                        per_group,
                     },
                 },
             );

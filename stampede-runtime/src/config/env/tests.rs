@@ -37,6 +37,7 @@ fn variables_set_admissions_and_function_overrides() {
             ("STAMPEDE_ADMISSION_SEARCH_QUEUE_TIMEOUT", "250ms"),
             ("STAMPEDE_ADMISSION_SEARCH_RESERVED_HIGH", "1"),
             ("STAMPEDE_ADMISSION_SEARCH_LOW_QUEUE", "4"),
+            ("STAMPEDE_ADMISSION_SEARCH_PER_GROUP", "2"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_FRESH", "30s"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_STALE_IF_ERROR", "5m"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_ENABLED", "false"),
@@ -57,7 +58,10 @@ fn variables_set_admissions_and_function_overrides() {
         (search.limit, search.queue_timeout),
         (Some(3), Some(Duration::from_millis(250)))
     );
-    assert_eq!((search.reserved_high, search.low_queue), (Some(1), Some(4)));
+    assert_eq!(
+        (search.reserved_high, search.low_queue, search.per_group),
+        (Some(1), Some(4), Some(2))
+    );
     assert_eq!(
         layers.env_functions["USER_PROFILE"].value,
         Overrides::new()
