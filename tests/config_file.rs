@@ -215,6 +215,13 @@ const BAD_FILES: &[Bad] = &[
         says: "per_group must be at least 1",
     },
     Bad {
+        name: "per-group-above-limit",
+        text: "[admission.db]\nlimit = 2\nper_group = 3\n",
+        line: 3,
+        key: Some("admission.db.per_group"),
+        says: "per_group must be at most the limit (2)",
+    },
+    Bad {
         name: "unknown-priority",
         text: "[functions.reports]\npriority = \"urgent\"\n",
         line: 2,

@@ -65,24 +65,33 @@ pub(crate) struct Admission {
 #[derive(Debug)]
 struct Groups {
     per_group: usize,
-    slots: Mutex<HashMap<u64, Arc<Semaphore>>>,
+    slots: Mutex<HashMap<u64, Slot>>,
+}
+
+/// One group's permits, and how many loads are in the group (counted under the map's
+/// lock, so the last one out removes it, however many leave at once).
+#[derive(Debug)]
+struct Slot {
+    permits: Arc<Semaphore>,
+    loads: usize,
 }
 
 impl Groups {
-    fn slots(&self) -> MutexGuard<'_, HashMap<u64, Arc<Semaphore>>> {
+    fn slots(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Group `id`'s semaphore, made on its first load.
+    /// A place in group `id`, whose semaphore is made on its first load.
     fn of(self: &Arc<Self>, id: u64) -> InGroup {
-        let slot = self
-            .slots()
-            .entry(id)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_group)))
-            .clone();
+        let mut slots = self.slots();
+        let slot = slots.entry(id).or_insert_with(|| Slot {
+            permits: Arc::new(Semaphore::new(self.per_group)),
+            loads: 0,
+        });
+        slot.loads += 1;
         InGroup {
             permit: None,
-            slot,
+            permits: slot.permits.clone(),
             id,
             groups: self.clone(),
         }
@@ -90,11 +99,11 @@ impl Groups {
 }
 
 /// A load's place in its group: the group's permit once it has one. Dropped, it gives
-/// the permit back and forgets the group if nobody else holds or waits for one.
+/// the permit back and, as the group's last load, forgets the group.
 #[derive(Debug)]
 struct InGroup {
     permit: Option<OwnedSemaphorePermit>,
-    slot: Arc<Semaphore>,
+    permits: Arc<Semaphore>,
     id: u64,
     groups: Arc<Groups>,
 }
@@ -103,12 +112,11 @@ impl Drop for InGroup {
     fn drop(&mut self) {
         drop(self.permit.take());
         let mut slots = self.groups.slots();
-        // Clones are made under this lock only, and a waiting acquire holds one: the map's
-        // and this one mean nobody else is in the group.
-        if Arc::strong_count(&self.slot) == 2
-            && self.slot.available_permits() == self.groups.per_group
-        {
-            slots.remove(&self.id);
+        if let Some(slot) = slots.get_mut(&self.id) {
+            slot.loads -= 1;
+            if slot.loads == 0 {
+                slots.remove(&self.id);
+            }
         }
     }
 }
@@ -158,7 +166,9 @@ impl Admission {
             queued: AtomicUsize::new(0),
             groups: shares.per_group.map(|per_group| {
                 Arc::new(Groups {
-                    per_group: per_group.max(1),
+                    // Above the limit a share changes nothing (and the configuration
+                    // refuses it).
+                    per_group: per_group.clamp(1, limit.max(1)),
                     slots: Mutex::new(HashMap::new()),
                 })
             }),
@@ -213,38 +223,42 @@ impl Admission {
     ) -> Result<Permit, Shed> {
         let mut in_group = (self.groups.as_ref()).and_then(|groups| Some(groups.of(group?)));
         if let Some(in_group) = &mut in_group {
-            in_group.permit = in_group.slot.clone().try_acquire_owned().ok();
+            in_group.permit = in_group.permits.clone().try_acquire_owned().ok();
         }
         let reserved = self
             .reserved
             .as_ref()
             .filter(|_| priority == Priority::High);
-        if in_group.as_ref().is_none_or(|g| g.permit.is_some()) {
-            let permit = self
-                .permits
-                .clone()
-                .try_acquire_owned()
-                .ok()
-                .or_else(|| reserved.and_then(|r| r.clone().try_acquire_owned().ok()));
-            if let Some(permit) = permit {
-                return Ok(Permit {
-                    _admission: permit,
-                    _group: in_group.map(Box::new),
-                });
-            }
+        let at_once = || {
+            let shared = self.permits.clone().try_acquire_owned().ok();
+            shared.or_else(|| reserved.and_then(|r| r.clone().try_acquire_owned().ok()))
+        };
+        if in_group.as_ref().is_none_or(|g| g.permit.is_some())
+            && let Some(permit) = at_once()
+        {
+            return Ok(Permit {
+                _admission: permit,
+                _group: in_group.map(Box::new),
+            });
         }
-        // Checked before this load counts itself, so a load shed here is never seen as
-        // queued by another.
-        let queued = self.queued.load(Ordering::Relaxed);
-        if priority == Priority::Low && self.low_queue.is_some_and(|at| queued >= at) {
-            return Err(Shed::Early);
-        }
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        let _queued = Queued(&self.queued);
         let wait = async {
+            // A group at its share waits for one of its own permits first, holding none
+            // of the admission's and not counted in its queue.
             if let Some(in_group) = in_group.as_mut().filter(|g| g.permit.is_none()) {
-                in_group.permit = Some(in_group.slot.clone().acquire_owned().await.ok()?);
+                let permit = in_group.permits.clone().acquire_owned().await;
+                in_group.permit = Some(permit.map_err(|_| Shed::Queued)?);
+                if let Some(permit) = at_once() {
+                    return Ok(permit);
+                }
             }
+            // Checked before this load counts itself, so a load shed here is never seen
+            // as queued by another.
+            let queued = self.queued.load(Ordering::Relaxed);
+            if priority == Priority::Low && self.low_queue.is_some_and(|at| queued >= at) {
+                return Err(Shed::Early);
+            }
+            self.queued.fetch_add(1, Ordering::Relaxed);
+            let _queued = Queued(&self.queued);
             let shared = self.permits.clone().acquire_owned();
             let permit = match reserved {
                 None => shared.await,
@@ -259,14 +273,14 @@ impl Admission {
                 }
             };
             // The semaphores are never closed, so acquiring cannot fail otherwise.
-            permit.ok()
+            permit.map_err(|_| Shed::Queued)
         };
-        let permit = deadline::within(self.queue_timeout, wait).await.flatten();
-        match permit {
-            Some(permit) => Ok(Permit {
+        match deadline::within(self.queue_timeout, wait).await {
+            Some(Ok(permit)) => Ok(Permit {
                 _admission: permit,
                 _group: in_group.map(Box::new),
             }),
+            Some(Err(shed)) => Err(shed),
             None => Err(Shed::Queued),
         }
     }

@@ -245,17 +245,115 @@ async fn a_group_holds_at_most_its_share_and_the_others_get_the_rest() {
     assert_eq!(admission.permits.available_permits(), 2);
     // Another group, and a load with no group, still get in at once.
     let _b = admission.enter(NORMAL, Some(2)).await.expect("group 2");
-    let _none = admission.enter(NORMAL, None).await.expect("no group");
+    let none = admission.enter(NORMAL, None).await.expect("no group");
     assert_eq!(admission.permits.available_permits(), 0);
-    // Group 1's queued load is admitted when one of its own frees.
+    drop(none);
+    // Group 1's next load waits for one of its own permits, though one of the
+    // admission's is free now (and it is not counted in the admission's queue).
     let waiting = tokio::spawn({
         let admission = admission.clone();
         async move { admission.enter(NORMAL, Some(1)).await.map(drop).is_ok() }
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert_eq!(admission.queued.load(Ordering::Relaxed), 1);
+    assert!(!waiting.is_finished(), "group 1 is at its share");
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
+    assert_eq!(admission.permits.available_permits(), 1);
     drop(a1);
-    assert!(waiting.await.unwrap(), "admitted with group 1's permit");
+    assert!(
+        waiting.await.unwrap(),
+        "admitted once one of group 1's frees"
+    );
+}
+
+/// A load that holds its group's permit and waits for the admission's, then gives up
+/// (its queue timeout, or its caller dropped it), or is shed early, leaves nothing.
+#[tokio::test(start_paused = true)]
+async fn a_grouped_load_that_gives_up_in_the_admissions_queue_holds_nothing() {
+    let shares = Shares {
+        per_group: Some(1),
+        low_queue: Some(1),
+        ..Shares::default()
+    };
+    let timeout = Duration::from_millis(100);
+    let admission = Arc::new(Admission::with_shares("db".into(), 1, timeout, shares));
+    let held = admission
+        .enter(NORMAL, Some(1))
+        .await
+        .expect("the one permit");
+    assert_eq!(
+        admission.enter(NORMAL, Some(2)).await.err(),
+        Some(Shed::Queued)
+    );
+    assert_eq!(admission.groups(), 1, "group 2 is forgotten");
+    let dropped = tokio::spawn({
+        let admission = admission.clone();
+        async move { admission.enter(NORMAL, Some(3)).await.is_ok() }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        (admission.groups(), admission.queued.load(Ordering::Relaxed)),
+        (2, 1)
+    );
+    // The queue is at low_queue: a low-priority load of group 4 is shed at once.
+    assert_eq!(
+        admission.enter(Priority::Low, Some(4)).await.err(),
+        Some(Shed::Early)
+    );
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        (admission.groups(), admission.queued.load(Ordering::Relaxed)),
+        (1, 0)
+    );
+    drop(held);
+    assert_eq!(admission.groups(), 0);
+    assert_eq!(admission.permits.available_permits(), 1);
+}
+
+/// Many loads of a few groups on several threads, admitted, timed out and dropped at
+/// random: every group is forgotten at the end, and no group ever held more than its
+/// share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn groups_left_by_many_threads_at_once_are_all_forgotten() {
+    let admission = per_group(8, 2);
+    let running: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let most = Arc::new(AtomicUsize::new(0));
+    let loads: Vec<_> = (0..400u64)
+        .map(|i| {
+            let (admission, running, most) = (admission.clone(), running.clone(), most.clone());
+            tokio::spawn(async move {
+                let group = i % 4;
+                /// Counts the group's running load out however it ends (an abort too),
+                /// before its permit is given back.
+                struct Running<'a>(&'a AtomicUsize);
+                impl Drop for Running<'_> {
+                    fn drop(&mut self) {
+                        self.0.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                if let Ok(_permit) = admission.enter(NORMAL, Some(group)).await {
+                    let counter = &running[group as usize];
+                    let now = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                    let _running = Running(counter);
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for (i, load) in loads.into_iter().enumerate() {
+        if i % 7 == 0 {
+            load.abort();
+        }
+        let _ = load.await;
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 2,
+        "a group held more than its share"
+    );
+    assert_eq!(admission.groups(), 0);
+    assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
+    assert_eq!(admission.permits.available_permits(), 8);
 }
 
 #[tokio::test(start_paused = true)]

@@ -378,6 +378,10 @@ impl Layers {
                         "per_group must be at least 1 (leave it out for no share per key group)";
                     return Err(spec.refuse("per_group", why.to_owned()));
                 }
+                Some(at) if at > limit => {
+                    let why = format!("per_group must be at most the limit ({limit})");
+                    return Err(spec.refuse("per_group", why));
+                }
                 at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
             };
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
