@@ -11,34 +11,15 @@
 //! low-priority load that would queue behind `low_queue` or more loads is shed at once,
 //! not after the queue timeout, so it never holds a place that a load that matters waits
 //! behind.
+use crate::config::Shares;
 use crate::deadline;
 use crate::error::Error;
+use crate::policy::Priority;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// How much a cache's origin calls matter when its admission's permits are short
-/// ([`PolicyBuilder::priority`](crate::PolicyBuilder::priority), `priority = low` on
-/// the attribute, `priority = "low"` in a function's overrides). Every load of the cache
-/// has its priority.
-///
-/// A `High` load may take the admission's reserved permits (`reserved_high`) as well as
-/// the shared ones; a `Low` load is shed at once, with [`Error::Overloaded`] (or the stale
-/// or fail-safe value where one may stand in), when `low_queue` loads or more are queued
-/// already. Without either setting on the admission, every priority queues alike.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    /// Shed first: a background report, a prefetch.
-    Low,
-    /// The default.
-    #[default]
-    Normal,
-    /// May take the reserved permits: the requests a user waits for.
-    High,
-}
 
 /// One named semaphore of a runtime.
 #[derive(Debug)]
@@ -128,17 +109,6 @@ pub(crate) struct Permit {
     _admission: OwnedSemaphorePermit,
     /// Boxed: a load's future holds its permit across the origin call.
     _group: Option<Box<InGroup>>,
-}
-
-/// How one admission shares its permits between priorities.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Shares {
-    /// Permits only high-priority loads take, below the limit.
-    pub(crate) reserved_high: usize,
-    /// Queued loads at which a low-priority load is shed at once.
-    pub(crate) low_queue: Option<usize>,
-    /// Permits one key group holds at most at once (see `CacheBuilder::admission_group`).
-    pub(crate) per_group: Option<usize>,
 }
 
 impl Admission {

@@ -49,7 +49,6 @@ mod telemetry;
 mod warmup;
 mod xfetch;
 
-pub use admission::Priority;
 pub use bounds::{CacheError, CacheKey, CacheValue, LocalValue, SourceVersion};
 pub use cache::{Batcher, Cache, CacheBuilder};
 pub use clock::Clock;
@@ -58,6 +57,7 @@ pub use error::{Error, OriginError};
 pub use handle::{ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
 pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
+pub use policy::Priority;
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, Stats};

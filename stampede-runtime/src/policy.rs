@@ -1,6 +1,5 @@
 //! Per-function settings: how long a value is fresh, how long it may be served stale, and
 //! how loads of it are guarded.
-use crate::admission::Priority;
 use crate::cache_if::CacheIf;
 use crate::negative::CacheErrors;
 use crate::xfetch::XFetch;
@@ -477,6 +476,27 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+/// How much a cache's origin calls matter when its admission's permits are short
+/// ([`PolicyBuilder::priority`], `priority = low` on the attribute, `priority = "low"` in
+/// a function's overrides). Every load of the cache has its priority.
+///
+/// A `High` load may take the admission's reserved permits (`reserved_high`) as well as
+/// the shared ones; a `Low` load is shed at once, with
+/// [`Error::Overloaded`](crate::Error::Overloaded) (or the stale or fail-safe value where
+/// one may stand in), when `low_queue` loads or more are queued already. Without either
+/// setting on the admission, every priority queues alike.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Shed first: a background report, a prefetch.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// May take the reserved permits: the requests a user waits for.
+    High,
+}
 
 #[cfg(test)]
 mod tests;

@@ -68,7 +68,6 @@ use env::collision;
 use error::At;
 use file::toml_key;
 
-use crate::admission::Shares;
 use crate::policy::Policy;
 use backend::BackendLayer;
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +162,17 @@ pub(crate) struct Layers {
     functions: BTreeMap<Arc<str>, Located<Overrides>>,
     /// From `STAMPEDE_FUNCTION_*`, by the name as a variable writes it.
     env_functions: BTreeMap<String, Located<Overrides>>,
+}
+
+/// How one admission shares its permits between priorities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Shares {
+    /// Permits only high-priority loads take, below the limit.
+    pub(crate) reserved_high: usize,
+    /// Queued loads at which a low-priority load is shed at once.
+    pub(crate) low_queue: Option<usize>,
+    /// Permits one key group holds at most at once (see `CacheBuilder::admission_group`).
+    pub(crate) per_group: Option<usize>,
 }
 
 /// One admission semaphore's checked settings.

@@ -5,8 +5,8 @@
 //! environment (`STAMPEDE_FUNCTION_<NAME>_<KEY>`) and the code builder all read this one
 //! declaration.
 use super::values;
-use crate::admission::Priority;
 use crate::policy::PolicyBuilder;
+use crate::policy::Priority;
 use crate::xfetch::XFetch;
 use stampede_settings as settings;
 use std::time::Duration;

@@ -14,7 +14,6 @@ mod onward;
 
 // The traits a compile error names are exported too, so the error names them by this short
 // path (`stampede::__private::StorableValue`) rather than by their module's.
-pub use crate::admission::Priority;
 pub use crate::cache::VersionOf;
 pub use crate::cache::{Cache, Lookup, Unanswered};
 pub use crate::error::Error;
@@ -22,6 +21,7 @@ pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, Shareabl
 pub use crate::handle::{Claim, ExpressionKey, Handle, LeaderMode};
 pub use crate::per_call::{single, take_call_mode, CallMode};
 pub use crate::policy::Policy;
+pub use crate::policy::Priority;
 pub use asserted::{Asserted, Caches, Calls, PlainCaches, SharedCaches, SharedPlainCaches, Unfit};
 pub use build::{
     assert_key, assert_local_value, assert_plain_value, claimed_name, handle, origin_answer,
