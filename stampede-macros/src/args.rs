@@ -40,6 +40,7 @@ pub(crate) struct Args {
     pub(crate) clone: Option<Set<Vec<Ident>>>,
     pub(crate) admission: Option<Set<LitStr>>,
     pub(crate) priority: Option<Set<Priority>>,
+    pub(crate) admission_group: Option<Set<Expr>>,
     pub(crate) name: Option<Set<LitStr>>,
     pub(crate) version: Option<Set<u32>>,
     pub(crate) capacity: Option<Set<u64>>,
@@ -64,7 +65,7 @@ const BATCH_HELP: &str = "write `batch(ids)` with the argument that holds the ke
 const MAP_ERROR_HELP: &str = "write `map_error = path::to::function`, a `fn(stampede::Error) -> E`";
 
 /// Every option, for the message about an unknown one.
-const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, load_timeout, admission, priority, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, tags, returns, mode, batch";
+const OPTIONS: &str = "fresh, stale, stale_if_error, coalesce, xfetch, jitter, key, key_type, skip, clone, timeout, load_timeout, admission, priority, admission_group, lease, name, version, capacity, local, cache_none, cache_errors, trait_impl, map_error, source_version, tags, returns, mode, batch";
 
 /// Names other caching crates use, with the option that means the same here.
 const RENAMED: &[(&str, &str)] = &[
@@ -161,6 +162,9 @@ impl Args {
             }),
             "admission" => set(&mut self.admission, name, cx, |cx| {
                 values::string(name, value, cx, "admission = \"db\"")
+            }),
+            "admission_group" => set(&mut self.admission_group, name, cx, |cx| {
+                values::expr(name, value, cx)
             }),
             "priority" => set(&mut self.priority, name, cx, |cx| {
                 values::priority(name, &value, cx)

@@ -50,6 +50,10 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         Some((key, _)) => tags::check_tags(&args, receiver.as_ref(), &params, key, cx),
         None => Some(None),
     };
+    let admission_group = match &key {
+        Some((key, _)) => tags::check_admission_group(&args, receiver.as_ref(), &params, key, cx),
+        None => Some(None),
+    };
     let mode = match &args.batch {
         Some(keys) => mode::batch_mode(
             sig,
@@ -71,6 +75,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     let (key, key_span) = key?;
     let batch = batch?;
     let tags = tags?;
+    let admission_group = admission_group?;
     let checked = Checked {
         fresh: fresh?,
         key,
@@ -83,6 +88,7 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
         cloned,
         batch,
         tags,
+        admission_group,
     };
     Some(plan(args, checked))
 }
@@ -100,6 +106,7 @@ struct Checked {
     cloned: Vec<Cloned>,
     batch: Option<crate::plan::Batch>,
     tags: Option<Tags>,
+    admission_group: Option<Tags>,
 }
 
 fn plan(args: Args, checked: Checked) -> Plan {
@@ -125,6 +132,7 @@ fn plan(args: Args, checked: Checked) -> Plan {
         map_error: args.map_error.map(|s| s.value),
         source_version: args.source_version.map(|s| s.value),
         tags: checked.tags,
+        admission_group: checked.admission_group,
         key: checked.key,
         key_span: checked.key_span,
         key_type: args.key_type.map(|s| s.value),

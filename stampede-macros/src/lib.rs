@@ -32,7 +32,7 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Options: `fresh` (required), `stale`, `stale_if_error`, `coalesce`, `xfetch`,
-/// `jitter`, `key`, `key_type`, `skip`, `clone`, `timeout`, `load_timeout`, `admission`, `priority`, `lease`, `name`,
+/// `jitter`, `key`, `key_type`, `skip`, `clone`, `timeout`, `load_timeout`, `admission`, `priority`, `admission_group`, `lease`, `name`,
 /// `version`, `capacity`, `local`, `cache_none`, `cache_errors`, `trait_impl`,
 /// `map_error`, `source_version`, `tags`, `returns`, `mode`, `batch` (the list the
 /// attribute names when it meets an unknown one); `docs/attribute.md` has the table with

@@ -134,6 +134,8 @@ pub(crate) struct Plan {
     /// `source_version = f`: a `fn(&V) -> u64` (or `-> i64`) over the cached value.
     pub(crate) source_version: Option<Expr>,
     pub(crate) tags: Option<Tags>,
+    /// `admission_group = ...`: a load's key group, from its key.
+    pub(crate) admission_group: Option<Tags>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
     pub(crate) key_span: Option<Span>,

@@ -25,6 +25,7 @@ struct Db;
     timeout = "2s",
     admission = "db",
     priority = high,
+    admission_group = tenant,
     lease = "5s",
     name = "every-option-profile",
     version = 1,
@@ -102,5 +103,15 @@ async fn every_option_compiles_and_runs() {
     assert_eq!(
         LOAD_PROFILE.cache().policy().priority(),
         stampede::Priority::High
+    );
+    // The group is the tenant, hashed as the builder's `admission_group` hashes it.
+    let group = LOAD_PROFILE.cache().admission_group(&(TenantId(1), 2));
+    assert_eq!(
+        group,
+        LOAD_PROFILE.cache().admission_group(&(TenantId(1), 3))
+    );
+    assert_ne!(
+        group,
+        LOAD_PROFILE.cache().admission_group(&(TenantId(2), 2))
     );
 }

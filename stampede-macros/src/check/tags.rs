@@ -1,6 +1,7 @@
-//! `tags = ...`: an entry's tags are computed from its key when it is stored, so the
-//! expression may use only the arguments the key holds, and only when the key holds them
-//! as themselves (not through a `key = ...` expression they cannot be read back from).
+//! `tags = ...` and `admission_group = ...`: an entry's tags are computed from its key when
+//! it is stored, and a load's group from its key when it queues, so each expression may use
+//! only the arguments the key holds, and only when the key holds them as themselves (not
+//! through a `key = ...` expression they cannot be read back from).
 use super::key_usage;
 use crate::args::Args;
 use crate::ctxt::Ctxt;
@@ -18,12 +19,64 @@ pub(super) fn check_tags(
     let Some(tags) = &args.tags else {
         return Some(None);
     };
+    from_key(
+        &tags.value,
+        "tags",
+        "an entry is tagged from its key when it is stored",
+        receiver,
+        params,
+        key,
+        cx,
+    )
+}
+
+/// `admission_group = <expression>`: the key group, read back from the key as `tags` are.
+pub(super) fn check_admission_group(
+    args: &Args,
+    receiver: Option<&Receiver>,
+    params: &[Param],
+    key: &Key,
+    cx: &mut Ctxt,
+) -> Option<Option<Tags>> {
+    let Some(group) = &args.admission_group else {
+        return Some(None);
+    };
+    if args.admission.is_none() {
+        cx.error(
+            &group.name,
+            "`admission_group` shares an admission's permits between key groups, and this function names no admission: add `admission = \"db\"`, or drop `admission_group`",
+        );
+        return None;
+    }
+    from_key(
+        &group.value,
+        "admission_group",
+        "a load's group is read from its key when it queues",
+        receiver,
+        params,
+        key,
+        cx,
+    )
+}
+
+/// An expression of the keyed arguments (`what`), which the expansion evaluates with
+/// each argument it uses read back from the key: the arguments it uses, or an error
+/// under each one the key does not hold.
+fn from_key(
+    expr: &syn::Expr,
+    what: &str,
+    why: &str,
+    receiver: Option<&Receiver>,
+    params: &[Param],
+    key: &Key,
+    cx: &mut Ctxt,
+) -> Option<Option<Tags>> {
     let is_argument = |name: &str| {
         (name == "self" && receiver.is_some()) || params.iter().any(|p| p.ident() == name)
     };
     let mut uses = Vec::new();
     let mut fine = true;
-    for (name, span) in key_usage::variables_used_at(&tags.value) {
+    for (name, span) in key_usage::variables_used_at(expr) {
         if !is_argument(&name) {
             // A constant, a function, or a name the expression binds itself.
             continue;
@@ -33,7 +86,7 @@ pub(super) fn check_tags(
             Key::Expr { .. } => {
                 cx.error_at(
                     span,
-                    format!("tags must be computable from the key, and `{name}` cannot be read back from this one: `key = ...` is an expression, not a list of arguments; key by the arguments themselves (`key = (..., {name})`) to use `{name}` in `tags`"),
+                    format!("{what} must be computable from the key, and `{name}` cannot be read back from this one: `key = ...` is an expression, not a list of arguments; key by the arguments themselves (`key = (..., {name})`) to use `{name}` in `{what}`"),
                 );
                 fine = false;
                 continue;
@@ -53,7 +106,7 @@ pub(super) fn check_tags(
                 };
                 cx.error_at(
                     span,
-                    format!("`{name}` is not in the key, and tags must be computable from the key (an entry is tagged from its key when it is stored): use only the key's arguments in `tags` ({keyed}), or add `{name}` to the key"),
+                    format!("`{name}` is not in the key, and {what} must be computable from the key ({why}): use only the key's arguments in `{what}` ({keyed}), or add `{name}` to the key"),
                 );
                 fine = false;
             }
@@ -61,7 +114,7 @@ pub(super) fn check_tags(
     }
     fine.then(|| {
         Some(Tags {
-            expr: tags.value.clone(),
+            expr: expr.clone(),
             uses,
         })
     })

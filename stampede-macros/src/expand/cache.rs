@@ -1,6 +1,6 @@
 //! The function's cache: its policy, the `fn` that builds it, and the site by which the
 //! body and the handle constant both find it.
-use super::tags::tags_fn;
+use super::tags::{admission_group_fn, tags_fn};
 use super::types::{private, trait_imports, Types};
 use crate::args::Priority;
 use crate::plan::{Mode, Plan, Returns};
@@ -90,16 +90,16 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
     // able to write them; `local` caches never leave memory.
     let make = match (&plan.returns, plan.local) {
         (Returns::Result { .. }, true) => {
-            quote!(#asserted.build_claimed(#policy, #failure, claim, source_version, tags))
+            quote!(#asserted.build_claimed(#policy, #failure, claim, source_version, tags, admission_group))
         }
         (Returns::Result { .. }, false) => {
-            quote!(#asserted.build_shared(#policy, #failure, claim, source_version, tags))
+            quote!(#asserted.build_shared(#policy, #failure, claim, source_version, tags, admission_group))
         }
         (Returns::Value(_), true) => {
-            quote!(#asserted.build_plain(#policy, claim, source_version, tags))
+            quote!(#asserted.build_plain(#policy, claim, source_version, tags, admission_group))
         }
         (Returns::Value(_), false) => {
-            quote!(#asserted.build_shared_plain(#policy, claim, source_version, tags))
+            quote!(#asserted.build_shared_plain(#policy, claim, source_version, tags, admission_group))
         }
     };
     // Asked under the user's expression, so a function of another shape, or a version of
@@ -124,6 +124,7 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
         },
     };
     let tags = tags_fn(plan, types);
+    let admission_group = admission_group_fn(plan, types);
     let uses = trait_imports();
     quote! {
         #[allow(clippy::needless_borrow)]
@@ -131,6 +132,7 @@ fn build_fn(plan: &Plan, types: &Types) -> TokenStream {
             #uses
             #source_version
             #tags
+            #admission_group
             #make
         }
     }

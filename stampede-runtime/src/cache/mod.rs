@@ -109,6 +109,15 @@ pub struct CacheBuilder<K, V, E> {
     types: PhantomData<fn() -> (K, V)>,
 }
 
+/// A key group's hash, with a fixed hasher: the same group in every cache and every run
+/// (the attribute's `admission_group` hashes with it too).
+#[doc(hidden)]
+pub fn group_hash<G: Hash + ?Sized>(group: &G) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    group.hash(&mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
 /// A key's group for its admission's `per_group` share, hashed.
 pub(crate) type GroupOf<K> = Arc<dyn Fn(&K) -> u64 + Send + Sync>;
 
@@ -163,12 +172,16 @@ where
         mut self,
         group: impl Fn(&K) -> G + Send + Sync + 'static,
     ) -> Self {
-        self.admission_group = Some(Arc::new(move |key: &K| {
-            // A fixed hasher: the same group in every cache and every run.
-            let mut hasher = std::hash::DefaultHasher::new();
-            group(key).hash(&mut hasher);
-            std::hash::Hasher::finish(&hasher)
-        }));
+        self.admission_group = Some(Arc::new(move |key: &K| group_hash(&group(key))));
+        self
+    }
+
+    /// [`CacheBuilder::admission_group`] as the attribute gives it: the key's group,
+    /// hashed already (with the same hasher).
+    pub(crate) fn admission_group_of(mut self, group: Option<fn(&K) -> u64>) -> Self {
+        if let Some(group) = group {
+            self.admission_group = Some(Arc::new(group));
+        }
         self
     }
 
@@ -475,6 +488,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// The policy this cache was built with.
     pub fn policy(&self) -> &Policy {
         &self.inner.policy
+    }
+
+    /// The key group a load of `key` takes its admission's `per_group` share in (as a
+    /// hash: equal for one group), if the cache has groups
+    /// ([`CacheBuilder::admission_group`], `admission_group = ...` on the attribute).
+    pub fn admission_group(&self, key: &K) -> Option<u64> {
+        self.inner.admission_group.as_ref().map(|group| group(key))
     }
 
     /// A snapshot of the counters.

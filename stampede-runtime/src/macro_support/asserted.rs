@@ -58,6 +58,7 @@ pub trait Caches<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
 }
 
@@ -77,8 +78,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Caches<K, V, E> for &Asserted<K,
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
-        build::build_claimed_cache(policy, map_error, claim, source_version, tags)
+        build::build_claimed_cache(
+            policy,
+            map_error,
+            claim,
+            source_version,
+            tags,
+            admission_group,
+        )
     }
 }
 
@@ -92,6 +101,7 @@ pub trait SharedCaches<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
 }
 
@@ -108,8 +118,16 @@ where
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
-        build::build_shared_cache(policy, map_error, claim, source_version, tags)
+        build::build_shared_cache(
+            policy,
+            map_error,
+            claim,
+            source_version,
+            tags,
+            admission_group,
+        )
     }
 }
 
@@ -122,6 +140,7 @@ pub trait PlainCaches<K, V> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, Error>;
 }
 
@@ -132,8 +151,9 @@ impl<K: CacheKey, V: LocalValue> PlainCaches<K, V> for &Asserted<K, V, Error> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, Error> {
-        build::build_plain_cache(policy, claim, source_version, tags)
+        build::build_plain_cache(policy, claim, source_version, tags, admission_group)
     }
 }
 
@@ -146,6 +166,7 @@ pub trait SharedPlainCaches<K, V> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, Error>;
 }
 
@@ -156,8 +177,9 @@ impl<K: CacheKey + Serialize, V: CacheValue> SharedPlainCaches<K, V> for &Assert
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, Error> {
-        build::build_shared_plain_cache(policy, claim, source_version, tags)
+        build::build_shared_plain_cache(policy, claim, source_version, tags, admission_group)
     }
 }
 
@@ -295,6 +317,7 @@ pub trait Unfit<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_shared(
@@ -304,6 +327,7 @@ pub trait Unfit<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_plain(
@@ -312,6 +336,7 @@ pub trait Unfit<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn build_shared_plain(
@@ -320,6 +345,7 @@ pub trait Unfit<K, V, E> {
         claim: &Claim,
         source_version: Option<VersionOf<V>>,
         tags: Option<fn(&K, &V) -> Vec<String>>,
+        admission_group: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E>;
     /// Never run.
     fn lookup(&self, cache: &Cache<K, V, E>, key: &K) -> Lookup<V>;
@@ -381,6 +407,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: &Claim,
         _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
+        _: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
@@ -391,6 +418,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: &Claim,
         _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
+        _: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
@@ -400,6 +428,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: &Claim,
         _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
+        _: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }
@@ -409,6 +438,7 @@ impl<K, V, E> Unfit<K, V, E> for Asserted<K, V, E> {
         _: &Claim,
         _: Option<VersionOf<V>>,
         _: Option<fn(&K, &V) -> Vec<String>>,
+        _: Option<fn(&K) -> u64>,
     ) -> Cache<K, V, E> {
         unreachable!("{NEVER}")
     }

@@ -144,14 +144,16 @@ pub fn claimed_name(claim: &Claim) -> Arc<str> {
 /// the policy's name replace the compiled settings, and its admission semaphores gate the
 /// function's origin calls. A configuration that cannot serve the function (an undefined
 /// admission name, an invalid file) fails the function's calls with that error, never a
-/// panic. `source_version` and `tags` are the attribute's (see
-/// [`CacheBuilder::source_version`] and [`CacheBuilder::tags`]).
+/// panic. `source_version`, `tags` and `admission_group` are the attribute's (see
+/// [`CacheBuilder::source_version`], [`CacheBuilder::tags`] and
+/// [`CacheBuilder::admission_group`]).
 pub fn build_claimed_cache<K, V, E>(
     policy: PolicyBuilder,
     map_error: fn(Error) -> E,
     claim: &Claim,
     source_version: Option<VersionOf<V>>,
     tags: Option<fn(&K, &V) -> Vec<String>>,
+    admission_group: Option<fn(&K) -> u64>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey,
@@ -159,7 +161,7 @@ where
     E: CacheError,
 {
     let policy = claimed(policy, claim);
-    builder(policy, map_error, source_version, tags)
+    builder(policy, map_error, source_version, tags, admission_group)
         .refuse(claim.taken.clone())
         .build()
 }
@@ -172,6 +174,7 @@ pub fn build_shared_cache<K, V, E>(
     claim: &Claim,
     source_version: Option<VersionOf<V>>,
     tags: Option<fn(&K, &V) -> Vec<String>>,
+    admission_group: Option<fn(&K) -> u64>,
 ) -> Cache<K, V, E>
 where
     K: CacheKey + Serialize,
@@ -179,7 +182,7 @@ where
     E: CacheError,
 {
     let policy = claimed(policy, claim);
-    builder(policy, map_error, source_version, tags)
+    builder(policy, map_error, source_version, tags, admission_group)
         .refuse(claim.taken.clone())
         .shared()
         .build()
@@ -200,6 +203,7 @@ fn builder<K, V, E>(
     map_error: fn(Error) -> E,
     source_version: Option<VersionOf<V>>,
     tags: Option<fn(&K, &V) -> Vec<String>>,
+    admission_group: Option<fn(&K) -> u64>,
 ) -> CacheBuilder<K, V, E>
 where
     K: CacheKey,
@@ -210,7 +214,9 @@ where
         .build()
         .expect("#[cached] checked these settings at compile time");
     // No explicit runtime: the builder binds the process's.
-    let builder = CacheBuilder::new(policy, map_error).source_version_of(source_version);
+    let builder = CacheBuilder::new(policy, map_error)
+        .source_version_of(source_version)
+        .admission_group_of(admission_group);
     match tags {
         Some(tags) => builder.tags(tags),
         None => builder,
@@ -225,13 +231,14 @@ pub fn build_plain_cache<K, V>(
     claim: &Claim,
     source_version: Option<VersionOf<V>>,
     tags: Option<fn(&K, &V) -> Vec<String>>,
+    admission_group: Option<fn(&K) -> u64>,
 ) -> Cache<K, V, Error>
 where
     K: CacheKey,
     V: LocalValue,
 {
     let policy = claimed(policy, claim);
-    builder(policy, keep_error, source_version, tags)
+    builder(policy, keep_error, source_version, tags, admission_group)
         .refuse(claim.taken.clone())
         .infallible()
         .build()
@@ -246,16 +253,17 @@ pub fn build_shared_plain_cache<K, V>(
     claim: &Claim,
     source_version: Option<VersionOf<V>>,
     tags: Option<fn(&K, &V) -> Vec<String>>,
+    admission_group: Option<fn(&K) -> u64>,
 ) -> Cache<K, V, Error>
 where
     K: CacheKey + Serialize,
     V: CacheValue,
 {
     if claim.taken.is_some() {
-        return build_plain_cache(policy, claim, source_version, tags);
+        return build_plain_cache(policy, claim, source_version, tags, admission_group);
     }
     let policy = claimed(policy, claim);
-    builder(policy, keep_error, source_version, tags)
+    builder(policy, keep_error, source_version, tags, admission_group)
         .infallible()
         .shared()
         .build()
