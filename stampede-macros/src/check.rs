@@ -4,18 +4,18 @@
 //! out only when the function can be expanded.
 use crate::args::{Args, Millis, Set};
 use crate::ctxt::Ctxt;
-use crate::plan::{Cloned, Key, Mode, Param, Plan, Returns, Tags};
+use crate::plan::{Cloned, FromKey, Key, Mode, Param, Plan, Returns};
 use proc_macro2::Span;
 use syn::ItemFn;
 
 mod batch;
 mod clone;
+mod from_key;
 mod key;
 mod key_usage;
 mod mode;
 mod options;
 mod signature;
-mod tags;
 
 /// Every check, in the order its errors are reported.
 pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
@@ -47,11 +47,13 @@ pub(crate) fn check(args: Args, func: &ItemFn, cx: &mut Ctxt) -> Option<Plan> {
     let key = key::check_key_covers_arguments(&args, receiver.as_ref(), &params, &clone_listed, cx);
     // Against the key as checked: with an argument unaccounted for, there is none yet.
     let tags = match &key {
-        Some((key, _)) => tags::check_tags(&args, receiver.as_ref(), &params, key, cx),
+        Some((key, _)) => from_key::check_tags(&args, receiver.as_ref(), &params, key, cx),
         None => Some(None),
     };
     let admission_group = match &key {
-        Some((key, _)) => tags::check_admission_group(&args, receiver.as_ref(), &params, key, cx),
+        Some((key, _)) => {
+            from_key::check_admission_group(&args, receiver.as_ref(), &params, key, cx)
+        }
         None => Some(None),
     };
     let mode = match &args.batch {
@@ -105,8 +107,8 @@ struct Checked {
     params: Vec<Param>,
     cloned: Vec<Cloned>,
     batch: Option<crate::plan::Batch>,
-    tags: Option<Tags>,
-    admission_group: Option<Tags>,
+    tags: Option<FromKey>,
+    admission_group: Option<FromKey>,
 }
 
 fn plan(args: Args, checked: Checked) -> Plan {

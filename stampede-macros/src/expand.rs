@@ -12,9 +12,9 @@ use types::{private, trait_imports, Types};
 mod batch;
 mod cache;
 mod call;
+mod from_key;
 mod handle;
 mod key;
-mod tags;
 mod types;
 
 pub(crate) fn expand(plan: Plan, func: ItemFn) -> TokenStream {

@@ -99,8 +99,10 @@ pub(crate) enum Collection {
     Slice,
 }
 
-/// `tags = [...]`: the entry's tags, computed from its key when it is stored.
-pub(crate) struct Tags {
+/// An expression of the key's arguments, evaluated with each argument read back from the
+/// key: `tags = [...]` (an entry's tags, when it is stored) and `admission_group = ...`
+/// (a load's key group, when it queues).
+pub(crate) struct FromKey {
     pub(crate) expr: Expr,
     /// The arguments the expression uses (their indices in `params`), each in the key.
     pub(crate) uses: Vec<usize>,
@@ -133,9 +135,10 @@ pub(crate) struct Plan {
     pub(crate) map_error: Option<Path>,
     /// `source_version = f`: a `fn(&V) -> u64` (or `-> i64`) over the cached value.
     pub(crate) source_version: Option<Expr>,
-    pub(crate) tags: Option<Tags>,
+    /// `tags = [...]`: the entry's tags, computed from its key when it is stored.
+    pub(crate) tags: Option<FromKey>,
     /// `admission_group = ...`: a load's key group, from its key.
-    pub(crate) admission_group: Option<Tags>,
+    pub(crate) admission_group: Option<FromKey>,
     pub(crate) key: Key,
     /// The key expression's span, when one was written.
     pub(crate) key_span: Option<Span>,

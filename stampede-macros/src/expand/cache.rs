@@ -1,6 +1,6 @@
 //! The function's cache: its policy, the `fn` that builds it, and the site by which the
 //! body and the handle constant both find it.
-use super::tags::{admission_group_fn, tags_fn};
+use super::from_key::{admission_group_fn, tags_fn};
 use super::types::{private, trait_imports, Types};
 use crate::args::Priority;
 use crate::plan::{Mode, Plan, Returns};

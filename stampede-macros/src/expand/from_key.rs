@@ -1,5 +1,6 @@
-//! `tags = ...`: the `fn(&K, &V) -> Vec<String>` the runtime tags each stored entry with,
-//! which gives the expression the keyed arguments it uses back from the key.
+//! The functions of the key the runtime calls: `tags = ...` (the `fn(&K, &V) -> Vec<String>`
+//! each stored entry is tagged with) and `admission_group = ...` (the `fn(&K) -> u64` a load
+//! queues by), each giving its expression the keyed arguments it uses back from the key.
 use super::types::Types;
 use crate::plan::{Key, Plan};
 use proc_macro2::TokenStream;
@@ -49,7 +50,7 @@ pub(super) fn tags_fn(plan: &Plan, types: &Types) -> TokenStream {
 fn key_bindings(plan: &Plan, uses: &[usize]) -> Vec<TokenStream> {
     let parts: &[usize] = match &plan.key {
         Key::Params(parts) => parts,
-        // The check let through only tags that use no argument.
+        // The check let through only expressions that use no argument.
         Key::Expr { .. } => &[],
     };
     uses.iter()

@@ -5,7 +5,7 @@
 use super::key_usage;
 use crate::args::Args;
 use crate::ctxt::Ctxt;
-use crate::plan::{Key, Param, Tags};
+use crate::plan::{FromKey, Key, Param};
 use syn::Receiver;
 
 /// The tags the attribute declares: `Some(None)` without any, `None` after an error.
@@ -15,7 +15,7 @@ pub(super) fn check_tags(
     params: &[Param],
     key: &Key,
     cx: &mut Ctxt,
-) -> Option<Option<Tags>> {
+) -> Option<Option<FromKey>> {
     let Some(tags) = &args.tags else {
         return Some(None);
     };
@@ -37,7 +37,7 @@ pub(super) fn check_admission_group(
     params: &[Param],
     key: &Key,
     cx: &mut Ctxt,
-) -> Option<Option<Tags>> {
+) -> Option<Option<FromKey>> {
     let Some(group) = &args.admission_group else {
         return Some(None);
     };
@@ -70,7 +70,7 @@ fn from_key(
     params: &[Param],
     key: &Key,
     cx: &mut Ctxt,
-) -> Option<Option<Tags>> {
+) -> Option<Option<FromKey>> {
     let is_argument = |name: &str| {
         (name == "self" && receiver.is_some()) || params.iter().any(|p| p.ident() == name)
     };
@@ -113,7 +113,7 @@ fn from_key(
         }
     }
     fine.then(|| {
-        Some(Tags {
+        Some(FromKey {
             expr: expr.clone(),
             uses,
         })
