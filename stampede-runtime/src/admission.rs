@@ -16,6 +16,7 @@ use crate::deadline;
 use crate::error::Error;
 use crate::policy::Priority;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -37,14 +38,23 @@ pub(crate) struct Admission {
     queued: AtomicUsize,
     /// The permits of each key group with a load admitted or queued (none without
     /// `per_group`).
-    groups: Option<Arc<Groups>>,
+    groups: Option<Arc<KeyGroups>>,
+}
+
+/// A key group's hash, with a fixed hasher: the same group in every cache and every run
+/// (`CacheBuilder::admission_group` and the attribute's `admission_group` both hash with
+/// it).
+pub fn group_hash<G: Hash + ?Sized>(group: &G) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    group.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The groups of one admission: each holds at most `per_group` permits at once. A group
 /// is forgotten as soon as none of its loads holds or waits for a permit, so the map
 /// holds only the groups that are loading.
 #[derive(Debug)]
-struct Groups {
+struct KeyGroups {
     per_group: usize,
     slots: Mutex<HashMap<u64, Slot>>,
 }
@@ -57,7 +67,7 @@ struct Slot {
     loads: usize,
 }
 
-impl Groups {
+impl KeyGroups {
     fn slots(&self) -> MutexGuard<'_, HashMap<u64, Slot>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -86,7 +96,7 @@ struct InGroup {
     permit: Option<OwnedSemaphorePermit>,
     permits: Arc<Semaphore>,
     id: u64,
-    groups: Arc<Groups>,
+    groups: Arc<KeyGroups>,
 }
 
 impl Drop for InGroup {
@@ -135,7 +145,7 @@ impl Admission {
             low_queue: shares.low_queue,
             queued: AtomicUsize::new(0),
             groups: shares.per_group.map(|per_group| {
-                Arc::new(Groups {
+                Arc::new(KeyGroups {
                     // Above the limit a share changes nothing (and the configuration
                     // refuses it).
                     per_group: per_group.clamp(1, limit.max(1)),

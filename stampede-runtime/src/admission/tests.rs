@@ -2,6 +2,17 @@ use super::*;
 
 const NORMAL: Priority = Priority::Normal;
 
+/// A load asking `admission` for a permit in a task of its own: whether it got one (given
+/// back at once).
+fn in_queue(
+    admission: &Arc<Admission>,
+    priority: Priority,
+    group: Option<u64>,
+) -> tokio::task::JoinHandle<bool> {
+    let admission = admission.clone();
+    tokio::spawn(async move { admission.enter(priority, group).await.is_ok() })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit_frees() {
     let admission = Admission::new("db".into(), 2, Duration::from_millis(100));
@@ -89,10 +100,7 @@ async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
         .enter(Priority::High, None)
         .await
         .expect("the reserved one");
-    let waiting = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(Priority::High, None).await.is_ok() }
-    });
+    let waiting = in_queue(&admission, Priority::High, None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(reserved);
     assert!(waiting.await.unwrap(), "admitted by the reserved permit");
@@ -110,16 +118,7 @@ async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first()
         .enter(Priority::High, None)
         .await
         .expect("the reserved one");
-    let waiting = tokio::spawn({
-        let admission = admission.clone();
-        async move {
-            admission
-                .enter(Priority::High, None)
-                .await
-                .map(drop)
-                .is_ok()
-        }
-    });
+    let waiting = in_queue(&admission, Priority::High, None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(shared_permit);
     assert!(waiting.await.unwrap(), "admitted by the shared permit");
@@ -149,10 +148,7 @@ async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
     );
     assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
     // Dropped while queued.
-    let dropped = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(Priority::High, None).await.is_ok() }
-    });
+    let dropped = in_queue(&admission, Priority::High, None);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(admission.queued.load(Ordering::Relaxed), 1);
     dropped.abort();
@@ -177,10 +173,7 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     // Two loads queue (a low-priority one among them: the queue was shorter).
     let mut queued = Vec::new();
     for priority in [Priority::Low, NORMAL] {
-        let admission = admission.clone();
-        queued.push(tokio::spawn(async move {
-            admission.enter(priority, None).await.is_ok()
-        }));
+        queued.push(in_queue(&admission, priority, None));
     }
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(admission.queued.load(Ordering::Relaxed), 2);
@@ -192,10 +185,7 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     );
     assert_eq!(started.elapsed(), Duration::ZERO);
     // A normal load still queues, and is admitted when a permit frees.
-    let normal = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(NORMAL, None).await.is_ok() }
-    });
+    let normal = in_queue(&admission, NORMAL, None);
     tokio::time::sleep(Duration::from_millis(1)).await;
     drop(held);
     let admitted: Vec<bool> = futures_util::future::join_all(queued)
@@ -250,10 +240,7 @@ async fn a_group_holds_at_most_its_share_and_the_others_get_the_rest() {
     drop(none);
     // Group 1's next load waits for one of its own permits, though one of the
     // admission's is free now (and it is not counted in the admission's queue).
-    let waiting = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(NORMAL, Some(1)).await.map(drop).is_ok() }
-    });
+    let waiting = in_queue(&admission, NORMAL, Some(1));
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!waiting.is_finished(), "group 1 is at its share");
     assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
@@ -285,10 +272,7 @@ async fn a_grouped_load_that_gives_up_in_the_admissions_queue_holds_nothing() {
         Some(Shed::Queued)
     );
     assert_eq!(admission.groups(), 1, "group 2 is forgotten");
-    let dropped = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(NORMAL, Some(3)).await.is_ok() }
-    });
+    let dropped = in_queue(&admission, NORMAL, Some(3));
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(
         (admission.groups(), admission.queued.load(Ordering::Relaxed)),
@@ -366,10 +350,7 @@ async fn a_group_is_forgotten_once_nothing_of_it_holds_or_waits() {
         admission.enter(NORMAL, Some(7)).await.err(),
         Some(Shed::Queued)
     );
-    let dropped = tokio::spawn({
-        let admission = admission.clone();
-        async move { admission.enter(NORMAL, Some(7)).await.is_ok() }
-    });
+    let dropped = in_queue(&admission, NORMAL, Some(7));
     tokio::time::sleep(Duration::from_millis(10)).await;
     dropped.abort();
     assert!(dropped.await.unwrap_err().is_cancelled());

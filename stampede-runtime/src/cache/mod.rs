@@ -41,7 +41,7 @@ pub(crate) use leader::{boxed, Detached, Inline};
 pub use lookup::{Lookup, Unanswered};
 pub use marks::VersionOf;
 
-use crate::admission::Gate;
+use crate::admission::{group_hash, Gate};
 use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::clock::{Clock, Instant};
 use crate::envelope::{Envelope, State};
@@ -107,15 +107,6 @@ pub struct CacheBuilder<K, V, E> {
     tags: Option<TagsOf<K, V>>,
     admission_group: Option<GroupOf<K>>,
     types: PhantomData<fn() -> (K, V)>,
-}
-
-/// A key group's hash, with a fixed hasher: the same group in every cache and every run
-/// (the attribute's `admission_group` hashes with it too).
-#[doc(hidden)]
-pub fn group_hash<G: Hash + ?Sized>(group: &G) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    group.hash(&mut hasher);
-    std::hash::Hasher::finish(&hasher)
 }
 
 /// A key's group for its admission's `per_group` share, hashed.

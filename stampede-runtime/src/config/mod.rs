@@ -164,7 +164,7 @@ pub(crate) struct Layers {
     env_functions: BTreeMap<String, Located<Overrides>>,
 }
 
-/// How one admission shares its permits between priorities.
+/// How one admission shares its permits: between priorities, and between key groups.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Shares {
     /// Permits only high-priority loads take, below the limit.
@@ -250,9 +250,7 @@ impl Layers {
             queue_timeout: Some(queue_timeout),
             ..AdmissionLayer::default()
         };
-        let table = format!("admission.{}", toml_key(&name));
-        let located = Located::in_code(layer, table);
-        self.admissions.entry(name).or_default().merge(located);
+        self.set_admission_layer(name, layer);
     }
 
     /// The admission semaphore `name`'s share per key group, in code.
@@ -261,9 +259,7 @@ impl Layers {
             per_group: Some(per_group.try_into().unwrap_or(u64::MAX)),
             ..AdmissionLayer::default()
         };
-        let table = format!("admission.{}", toml_key(&name));
-        let located = Located::in_code(layer, table);
-        self.admissions.entry(name).or_default().merge(located);
+        self.set_admission_layer(name, layer);
     }
 
     /// How the admission semaphore `name` shares its permits between priorities, in code.
@@ -278,6 +274,12 @@ impl Layers {
             low_queue: low_queue.map(|at| at.try_into().unwrap_or(u64::MAX)),
             ..AdmissionLayer::default()
         };
+        self.set_admission_layer(name, layer);
+    }
+
+    /// The settings `layer` sets for the admission semaphore `name`, merged over earlier
+    /// ones as set in code.
+    fn set_admission_layer(&mut self, name: Arc<str>, layer: AdmissionLayer) {
         let table = format!("admission.{}", toml_key(&name));
         let located = Located::in_code(layer, table);
         self.admissions.entry(name).or_default().merge(located);
@@ -375,25 +377,26 @@ impl Layers {
                 );
                 return Err(spec.refuse("reserved_high", why));
             }
-            let low_queue = match spec.value.low_queue {
-                Some(0) => {
-                    let why = "low_queue must be at least 1 (leave it out to let low-priority loads queue)";
-                    return Err(spec.refuse("low_queue", why.to_owned()));
+            // Optional counts: unset means none, and 0 is a mistake, not "none".
+            let count = |key: &'static str, value: Option<u64>, max: u64, unset: &str| match value {
+                Some(0) => Err(spec.refuse(key, format!("{key} must be at least 1 ({unset})"))),
+                Some(at) if at > max => {
+                    Err(spec.refuse(key, format!("{key} must be at most the limit ({max})")))
                 }
-                at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
+                at => Ok(at.map(|at| usize::try_from(at).unwrap_or(usize::MAX))),
             };
-            let per_group = match spec.value.per_group {
-                Some(0) => {
-                    let why =
-                        "per_group must be at least 1 (leave it out for no share per key group)";
-                    return Err(spec.refuse("per_group", why.to_owned()));
-                }
-                Some(at) if at > limit => {
-                    let why = format!("per_group must be at most the limit ({limit})");
-                    return Err(spec.refuse("per_group", why));
-                }
-                at => at.map(|at| usize::try_from(at).unwrap_or(usize::MAX)),
-            };
+            let low_queue = count(
+                "low_queue",
+                spec.value.low_queue,
+                u64::MAX,
+                "leave it out to let low-priority loads queue",
+            )?;
+            let per_group = count(
+                "per_group",
+                spec.value.per_group,
+                limit,
+                "leave it out for no share per key group",
+            )?;
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             admissions.insert(
                 name.clone(),

@@ -14,8 +14,9 @@ mod onward;
 
 // The traits a compile error names are exported too, so the error names them by this short
 // path (`stampede::__private::StorableValue`) rather than by their module's.
+pub use crate::admission::group_hash;
 pub use crate::cache::VersionOf;
-pub use crate::cache::{group_hash, Cache, Lookup, Unanswered};
+pub use crate::cache::{Cache, Lookup, Unanswered};
 pub use crate::error::Error;
 pub use crate::failure::{Answer, AnswerByClone, AnswerByShare, Failure, ShareableError};
 pub use crate::handle::{Claim, ExpressionKey, Handle, LeaderMode};
