@@ -125,6 +125,17 @@ pub(crate) fn tag_key(prefix: &str, tag: &str) -> String {
     key
 }
 
+/// The hash holding a fleet-wide admission's permits: `prefix:3:admission:{<name>}`, one
+/// slot per admission (see `redis/lua/permits.lua`).
+pub(crate) fn admission_key(prefix: &str, admission: &str) -> String {
+    let mut key = String::new();
+    escape_into(&mut key, prefix);
+    write!(key, ":{LAYOUT}:admission:{{").expect("writing to a String");
+    escape_into(&mut key, admission);
+    key.push('}');
+    key
+}
+
 /// The pub/sub channel on which every replica sharing `prefix` announces new values and
 /// invalidations.
 pub(crate) fn notice_channel(prefix: &str) -> String {

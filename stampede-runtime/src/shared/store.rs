@@ -312,6 +312,38 @@ pub(crate) enum NoticeKind {
     Tag,
 }
 
+/// A replica's request for permits of a fleet-wide admission (see
+/// [`SharedStore::take_permits`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PermitRequest {
+    /// The admission's name.
+    pub(crate) admission: std::sync::Arc<str>,
+    /// Permits held at once, fleet-wide.
+    pub(crate) limit: usize,
+    /// How long a permit holds unless renewed: a dead holder's comes back after this.
+    pub(crate) ttl: Duration,
+    /// How long this replica's waiting loads count in the other replicas' shares unless
+    /// it asks again.
+    pub(crate) wait_ttl: Duration,
+    /// A permit given back in the same call (a load ended while this replica's loads
+    /// wait).
+    pub(crate) returned: Option<LeaseToken>,
+    /// One token per waiting load, in the order they queued: the store grants a prefix.
+    pub(crate) tokens: Vec<LeaseToken>,
+}
+
+/// What a [`PermitRequest`] got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Permits {
+    /// The tokens granted, in the order they were asked for.
+    pub(crate) granted: Vec<LeaseToken>,
+    /// This replica's fair share of the limit now (max-min fair over what each replica
+    /// holds and waits for).
+    pub(crate) share: usize,
+    /// Permits held fleet-wide after the call.
+    pub(crate) held: usize,
+}
+
 /// What the notice subscription reports to whoever keeps copies in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StoreEvent {
@@ -428,6 +460,27 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     fn beat<'a>(
         &'a self,
         key: &'a EntryKey,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Permits of a fleet-wide admission, in one call: gives back `request.returned`,
+    /// then grants some of `request.tokens` (never past the limit or this replica's fair
+    /// share) and records the rest as waiting.
+    fn take_permits(&self, request: PermitRequest) -> BoxFuture<'_, Result<Permits, StoreError>>;
+
+    /// Keeps a permit alive for another `ttl`: `true` while it is still the token's (a
+    /// holder silent past its TTL has lost it).
+    fn renew_permit<'a>(
+        &'a self,
+        admission: &'a str,
+        token: LeaseToken,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Gives a permit back: `true` if it was still the token's.
+    fn give_permit<'a>(
+        &'a self,
+        admission: &'a str,
         token: LeaseToken,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 

@@ -59,6 +59,7 @@ mod diagnosis;
 mod listen;
 mod notices;
 mod ops;
+mod permits;
 mod scan;
 mod script;
 mod sentinel;
@@ -145,6 +146,7 @@ pub(crate) struct Scripts {
     pub(crate) release: LuaScript,
     pub(crate) beat: LuaScript,
     pub(crate) tag: LuaScript,
+    pub(crate) permits: LuaScript,
     pub(crate) probe: LuaScript,
 }
 
@@ -165,6 +167,7 @@ impl Scripts {
             release: script(include_str!("lua/release.lua")),
             beat: script(include_str!("lua/beat.lua")),
             tag: script(include_str!("lua/tag.lua")),
+            permits: script(include_str!("lua/permits.lua")),
             probe: LuaScript::new(include_str!("lua/probe.lua").to_owned()),
         }
     }

@@ -4,8 +4,8 @@ use super::{bump, entry_keys, fence_of, millis, Client, RedisStore};
 use crate::clock::StoreInstant as Instant;
 use crate::shared::keys::EntryKey;
 use crate::shared::store::{
-    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, Publication, Published, Read,
-    Scan, ServerClock, StoreError,
+    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, PermitRequest, Permits,
+    Publication, Published, Read, Scan, ServerClock, StoreError,
 };
 use crate::shared::store::{Listening, SharedStore, StoreEvent, StoreStats, Wake};
 use crate::shared::wire::{version_digits, Wire};
@@ -366,6 +366,27 @@ impl SharedStore for RedisStore {
         token: LeaseToken,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.client.beat(key, token))
+    }
+
+    fn take_permits(&self, request: PermitRequest) -> BoxFuture<'_, Result<Permits, StoreError>> {
+        Box::pin(self.client.take_permits(request))
+    }
+
+    fn renew_permit<'a>(
+        &'a self,
+        admission: &'a str,
+        token: LeaseToken,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.client.renew_permit(admission, token, ttl))
+    }
+
+    fn give_permit<'a>(
+        &'a self,
+        admission: &'a str,
+        token: LeaseToken,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.client.give_permit(admission, token))
     }
 
     fn invalidate_tag<'a>(
