@@ -37,7 +37,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[admission.db]\nlimit = 4\nqueue = \"1s\"\n",
         line: 3,
         key: Some("admission.db.queue"),
-        says: "unknown field `queue`, expected one of `limit`, `queue_timeout`, `reserved_high`, `low_queue`, `per_group`",
+        says: "unknown field `queue`, expected one of `limit`, `queue_timeout`, `reserved_high`, `low_queue`, `per_group`, `scope`, `local_limit`, `permit_ttl`",
     },
     Bad {
         name: "bad-duration",
@@ -220,6 +220,34 @@ const BAD_FILES: &[Bad] = &[
         line: 3,
         key: Some("admission.db.per_group"),
         says: "per_group must be at most the limit (2)",
+    },
+    Bad {
+        name: "unknown-scope",
+        text: "[admission.db]\nlimit = 2\nscope = \"global\"\n",
+        line: 3,
+        key: Some("admission.db.scope"),
+        says: "unknown variant `global`, expected `replica` or `fleet`",
+    },
+    Bad {
+        name: "local-limit-of-a-replica-admission",
+        text: "[admission.db]\nlimit = 8\nlocal_limit = 2\n",
+        line: 3,
+        key: Some("admission.db.local_limit"),
+        says: "local_limit applies to a fleet-wide admission only: add scope = \"fleet\"",
+    },
+    Bad {
+        name: "local-limit-above-limit",
+        text: "[admission.db]\nlimit = 8\nscope = \"fleet\"\nlocal_limit = 9\n",
+        line: 4,
+        key: Some("admission.db.local_limit"),
+        says: "local_limit must be at most the limit (8)",
+    },
+    Bad {
+        name: "permit-ttl-too-short",
+        text: "[admission.db]\nlimit = 8\nscope = \"fleet\"\npermit_ttl = \"50ms\"\n",
+        line: 4,
+        key: Some("admission.db.permit_ttl"),
+        says: "permit_ttl must be at least 200ms",
     },
     Bad {
         name: "unknown-priority",

@@ -114,6 +114,7 @@ mod faults;
 mod fences;
 mod fixtures;
 mod fleet;
+mod fleet_admission;
 mod freshness;
 mod global_runtime;
 mod hot_keys;

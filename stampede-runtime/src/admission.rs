@@ -11,10 +11,12 @@
 //! low-priority load that would queue behind `low_queue` or more loads is shed at once,
 //! not after the queue timeout, so it never holds a place that a load that matters waits
 //! behind.
-use crate::config::Shares;
+use crate::config::{FleetWide, Shares};
 use crate::deadline;
 use crate::error::Error;
 use crate::policy::Priority;
+use crate::shared::replica::Replica;
+use fleet::{Fleet, FleetPermit};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,6 +41,8 @@ pub(crate) struct Admission {
     /// The permits of each key group with a load admitted or queued (none without
     /// `per_group`).
     groups: Option<Arc<KeyGroups>>,
+    /// A fleet-wide admission's permits in the shared store (none: each replica's own).
+    fleet: Option<Arc<Fleet>>,
 }
 
 /// A key group's hash, with a fixed hasher: the same group in every cache and every run
@@ -119,6 +123,8 @@ pub(crate) struct Permit {
     _admission: OwnedSemaphorePermit,
     /// Boxed: a load's future holds its permit across the origin call.
     _group: Option<Box<InGroup>>,
+    /// A fleet-wide admission's permit, on a shared backend.
+    _fleet: Option<Box<FleetPermit>>,
 }
 
 impl Admission {
@@ -152,7 +158,20 @@ impl Admission {
                     slots: Mutex::new(HashMap::new()),
                 })
             }),
+            fleet: None,
         }
+    }
+
+    /// Makes this admission fleet-wide (`None` leaves it each replica's own).
+    pub(crate) fn fleet_wide(mut self, settings: Option<FleetWide>) -> Self {
+        self.fleet =
+            settings.map(|settings| Arc::new(Fleet::new(self.name.clone(), self.limit, settings)));
+        self
+    }
+
+    /// What the fleet-wide side did in this replica, if the admission is fleet-wide.
+    pub(crate) fn fleet_counts(&self) -> Option<fleet::FleetCounts> {
+        self.fleet.as_ref().map(|fleet| fleet.counts())
     }
 
     pub(crate) fn name(&self) -> &Arc<str> {
@@ -196,11 +215,34 @@ impl Admission {
     /// permit first, so a group at its share waits without holding one of the
     /// admission's. Where no timer can run (no Tokio runtime, or one without its time
     /// driver) the timeout cannot be kept, so the caller queues until a permit frees.
+    ///
+    /// A fleet-wide admission then takes a permit of the whole fleet's from `replica`'s
+    /// shared store, within what is left of the queue timeout (see [`fleet`]). Without a
+    /// shared store (the embedded backend) its limit is this process's, which is then
+    /// the whole fleet.
     pub(crate) async fn enter(
         &self,
         priority: Priority,
         group: Option<u64>,
+        replica: Option<&Arc<Replica>>,
     ) -> Result<Permit, Shed> {
+        let Some((fleet, replica)) = self.fleet.as_ref().zip(replica) else {
+            return self.enter_replica(priority, group).await;
+        };
+        let asked = crate::clock::StoreInstant::now();
+        let mut permit = self.enter_replica(priority, group).await?;
+        let left = self.queue_timeout.saturating_sub(asked.elapsed());
+        match deadline::within(left, fleet.enter(replica)).await {
+            Some(in_fleet) => {
+                permit._fleet = Some(Box::new(in_fleet));
+                Ok(permit)
+            }
+            None => Err(Shed::Queued),
+        }
+    }
+
+    /// [`Admission::enter`]'s permit of this replica's.
+    async fn enter_replica(&self, priority: Priority, group: Option<u64>) -> Result<Permit, Shed> {
         let mut in_group = (self.groups.as_ref()).and_then(|groups| Some(groups.of(group?)));
         if let Some(in_group) = &mut in_group {
             in_group.permit = in_group.permits.clone().try_acquire_owned().ok();
@@ -219,6 +261,7 @@ impl Admission {
             return Ok(Permit {
                 _admission: permit,
                 _group: in_group.map(Box::new),
+                _fleet: None,
             });
         }
         let wait = async {
@@ -259,6 +302,7 @@ impl Admission {
             Some(Ok(permit)) => Ok(Permit {
                 _admission: permit,
                 _group: in_group.map(Box::new),
+                _fleet: None,
             }),
             Some(Err(shed)) => Err(shed),
             None => Err(Shed::Queued),
@@ -306,5 +350,6 @@ impl Gate {
     }
 }
 
+pub(crate) mod fleet;
 #[cfg(test)]
 mod tests;

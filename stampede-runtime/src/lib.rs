@@ -60,6 +60,6 @@ pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
 pub use policy::Priority;
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
-pub use stats::{BackendStats, Stats};
+pub use stats::{BackendStats, FleetAdmissionStats, Stats};
 pub use warmup::{warmup, WarmupReport, WARMUP_CONCURRENCY};
 pub use xfetch::XFetch;

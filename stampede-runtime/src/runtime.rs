@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::policy::Policy;
 use crate::shared::replica::Replica;
 use crate::shared::store::{BreakerState, StoreError};
-use crate::stats::{BackendStats, Observed, Stats};
+use crate::stats::{BackendStats, FleetAdmissionStats, Observed, Stats};
 use crate::tags::TagBook;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -121,6 +121,32 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Makes the admission semaphore `name` bound the whole fleet's origin calls, not each
+    /// replica's: on a shared backend its permits are held in the shared store, and a
+    /// replica that cannot reach the store takes at most `local_limit` of its own (`None`
+    /// leaves it as the file or the environment sets it; unset, a quarter of the limit,
+    /// rounded up). The file's `scope = "fleet"` and `local_limit` in
+    /// `[admission.<name>]`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stampede_runtime::Runtime;
+    /// let runtime = Runtime::builder()
+    ///     .admission("db", 40, Duration::from_secs(2))
+    ///     .admission_fleet_wide("db", Some(5))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn admission_fleet_wide(
+        mut self,
+        name: impl Into<Arc<str>>,
+        local_limit: Option<usize>,
+    ) -> Self {
+        self.layers
+            .set_admission_fleet_wide(name.into(), local_limit);
+        self
+    }
+
     /// Overrides settings of the cache named `name` (merged over earlier overrides of it).
     pub fn function(mut self, name: impl Into<Arc<str>>, overrides: Overrides) -> Self {
         self.layers.set_function(name.into(), overrides);
@@ -184,7 +210,8 @@ impl RuntimeBuilder {
                     admission.limit,
                     admission.queue_timeout,
                     admission.shares,
-                );
+                )
+                .fleet_wide(admission.fleet);
                 (name.clone(), Arc::new(semaphore))
             })
             .collect();
@@ -409,6 +436,18 @@ impl Runtime {
     pub fn admission(&self, name: &str) -> Option<(usize, Duration)> {
         let admission = self.state.admissions.get(name)?;
         Some((admission.limit(), admission.queue_timeout()))
+    }
+
+    /// This replica's side of the fleet-wide admission `name`: `None` unless `name` is
+    /// defined with `scope = "fleet"`.
+    pub fn fleet_admission(&self, name: &str) -> Option<FleetAdmissionStats> {
+        let counts = self.state.admissions.get(name)?.fleet_counts()?;
+        Some(FleetAdmissionStats {
+            held: counts.held as u64,
+            local: counts.local as u64,
+            local_total: counts.fell_back,
+            lapsed: counts.lost,
+        })
     }
 
     /// A snapshot of every live cache built with this runtime, by cache name.

@@ -109,6 +109,24 @@ pub struct Stats {
     pub load_timeouts: u64,
 }
 
+/// One replica's side of a fleet-wide admission
+/// ([`Runtime::fleet_admission`](crate::Runtime::fleet_admission)): the permits it holds
+/// in the shared store, and how often it fell back to its local share.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct FleetAdmissionStats {
+    /// Permits of the whole fleet's that this replica's loads hold now.
+    pub held: u64,
+    /// Loads holding a permit of the replica's local share now (the store unreachable).
+    pub local: u64,
+    /// Loads that took a local permit because the store could not be asked.
+    pub local_total: u64,
+    /// Permits that lapsed while their load ran (renewals that did not reach the store
+    /// within `permit_ttl`): the fleet may have seen one origin call above its limit for
+    /// each, until the load ended.
+    pub lapsed: u64,
+}
+
 /// The counters of a runtime's shared store ([`Runtime::backend_stats`](crate::Runtime::backend_stats)),
 /// over every cache of that runtime. `Serialize`, like [`Stats`], for exporting.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

@@ -42,8 +42,18 @@ impl Runtime {
                 .set(admission.in_use() as f64);
             metrics::gauge!("stampede_admission_queued", "admission" => name.clone())
                 .set(admission.queued() as f64);
-            metrics::gauge!("stampede_admission_groups", "admission" => name)
+            metrics::gauge!("stampede_admission_groups", "admission" => name.clone())
                 .set(admission.groups() as f64);
+            if let Some(fleet) = admission.fleet_counts() {
+                metrics::gauge!("stampede_admission_fleet_held", "admission" => name.clone())
+                    .set(fleet.held as f64);
+                metrics::gauge!("stampede_admission_fleet_local", "admission" => name.clone())
+                    .set(fleet.local as f64);
+                metrics::counter!("stampede_admission_fleet_local_total", "admission" => name.clone())
+                    .absolute(fleet.fell_back);
+                metrics::counter!("stampede_admission_fleet_lapsed_total", "admission" => name)
+                    .absolute(fleet.lost);
+            }
         }
         if let Some(stats) = self.backend_stats() {
             let backend = match self.backend().kind() {

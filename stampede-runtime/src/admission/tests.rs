@@ -10,14 +10,20 @@ fn in_queue(
     group: Option<u64>,
 ) -> tokio::task::JoinHandle<bool> {
     let admission = admission.clone();
-    tokio::spawn(async move { admission.enter(priority, group).await.is_ok() })
+    tokio::spawn(async move { admission.enter(priority, group, None).await.is_ok() })
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit_frees() {
     let admission = Admission::new("db".into(), 2, Duration::from_millis(100));
-    let first = admission.enter(NORMAL, None).await.expect("a free permit");
-    let _second = admission.enter(NORMAL, None).await.expect("a free permit");
+    let first = admission
+        .enter(NORMAL, None, None)
+        .await
+        .expect("a free permit");
+    let _second = admission
+        .enter(NORMAL, None, None)
+        .await
+        .expect("a free permit");
     assert_eq!(
         admission.permits.available_permits(),
         0,
@@ -25,7 +31,7 @@ async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit
     );
     let started = tokio::time::Instant::now();
     assert_eq!(
-        admission.enter(NORMAL, None).await.err(),
+        admission.enter(NORMAL, None, None).await.err(),
         Some(Shed::Queued)
     );
     assert_eq!(started.elapsed(), Duration::from_millis(100));
@@ -35,7 +41,7 @@ async fn a_full_semaphore_sheds_after_the_queue_timeout_and_admits_when_a_permit
     });
     let started = tokio::time::Instant::now();
     assert!(
-        admission.enter(NORMAL, None).await.is_ok(),
+        admission.enter(NORMAL, None, None).await.is_ok(),
         "admitted once one frees"
     );
     assert_eq!(started.elapsed(), Duration::from_millis(40));
@@ -60,30 +66,30 @@ fn with_shares(limit: usize, reserved_high: usize, low_queue: Option<usize>) -> 
 async fn reserved_permits_go_to_high_priority_loads_only() {
     let admission = with_shares(3, 1, None);
     let _a = admission
-        .enter(Priority::Low, None)
+        .enter(Priority::Low, None, None)
         .await
         .expect("a shared permit");
     let _b = admission
-        .enter(NORMAL, None)
+        .enter(NORMAL, None, None)
         .await
         .expect("a shared permit");
     // The shared permits are gone; the reserved one is left.
     assert_eq!(
-        admission.enter(NORMAL, None).await.err(),
+        admission.enter(NORMAL, None, None).await.err(),
         Some(Shed::Queued),
         "a normal load does not take the reserved permit"
     );
     assert_eq!(
-        admission.enter(Priority::Low, None).await.err(),
+        admission.enter(Priority::Low, None, None).await.err(),
         Some(Shed::Queued)
     );
-    let high = admission.enter(Priority::High, None).await;
+    let high = admission.enter(Priority::High, None, None).await;
     assert!(
         high.is_ok(),
         "a high-priority load takes the reserved permit at once"
     );
     assert_eq!(
-        admission.enter(Priority::High, None).await.err(),
+        admission.enter(Priority::High, None, None).await.err(),
         Some(Shed::Queued),
         "and the limit still holds for it"
     );
@@ -93,11 +99,11 @@ async fn reserved_permits_go_to_high_priority_loads_only() {
 async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
     let admission = with_shares(2, 1, None);
     let shared_permit = admission
-        .enter(NORMAL, None)
+        .enter(NORMAL, None, None)
         .await
         .expect("the shared permit");
     let reserved = admission
-        .enter(Priority::High, None)
+        .enter(Priority::High, None, None)
         .await
         .expect("the reserved one");
     let waiting = in_queue(&admission, Priority::High, None);
@@ -111,11 +117,11 @@ async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
 async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first() {
     let admission = with_shares(2, 1, None);
     let shared_permit = admission
-        .enter(NORMAL, None)
+        .enter(NORMAL, None, None)
         .await
         .expect("the shared permit");
     let reserved = admission
-        .enter(Priority::High, None)
+        .enter(Priority::High, None, None)
         .await
         .expect("the reserved one");
     let waiting = in_queue(&admission, Priority::High, None);
@@ -134,16 +140,16 @@ async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first()
 async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
     let admission = with_shares(2, 1, None);
     let shared_permit = admission
-        .enter(NORMAL, None)
+        .enter(NORMAL, None, None)
         .await
         .expect("the shared permit");
     let reserved_permit = admission
-        .enter(Priority::High, None)
+        .enter(Priority::High, None, None)
         .await
         .expect("the reserved one");
     // Timed out in the queue.
     assert_eq!(
-        admission.enter(Priority::High, None).await.err(),
+        admission.enter(Priority::High, None, None).await.err(),
         Some(Shed::Queued)
     );
     assert_eq!(admission.queued.load(Ordering::Relaxed), 0);
@@ -169,7 +175,10 @@ async fn a_queued_high_priority_load_that_gives_up_holds_nothing() {
 #[tokio::test(start_paused = true)]
 async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     let admission = with_shares(1, 0, Some(2));
-    let held = admission.enter(NORMAL, None).await.expect("the one permit");
+    let held = admission
+        .enter(NORMAL, None, None)
+        .await
+        .expect("the one permit");
     // Two loads queue (a low-priority one among them: the queue was shorter).
     let mut queued = Vec::new();
     for priority in [Priority::Low, NORMAL] {
@@ -179,7 +188,7 @@ async fn low_priority_loads_are_shed_at_once_when_the_queue_is_at_low_queue() {
     assert_eq!(admission.queued.load(Ordering::Relaxed), 2);
     let started = tokio::time::Instant::now();
     assert_eq!(
-        admission.enter(Priority::Low, None).await.err(),
+        admission.enter(Priority::Low, None, None).await.err(),
         Some(Shed::Early),
         "shed without queueing"
     );
@@ -219,23 +228,26 @@ fn per_group(limit: usize, per_group: usize) -> Arc<Admission> {
 async fn a_group_holds_at_most_its_share_and_the_others_get_the_rest() {
     let admission = per_group(4, 2);
     let a1 = admission
-        .enter(NORMAL, Some(1))
+        .enter(NORMAL, Some(1), None)
         .await
         .expect("group 1's first");
     let _a2 = admission
-        .enter(NORMAL, Some(1))
+        .enter(NORMAL, Some(1), None)
         .await
         .expect("group 1's second");
     // Group 1 is at its share: its third load waits (and is shed at the queue timeout)
     // although two of the admission's permits are free.
     assert_eq!(
-        admission.enter(NORMAL, Some(1)).await.err(),
+        admission.enter(NORMAL, Some(1), None).await.err(),
         Some(Shed::Queued)
     );
     assert_eq!(admission.permits.available_permits(), 2);
     // Another group, and a load with no group, still get in at once.
-    let _b = admission.enter(NORMAL, Some(2)).await.expect("group 2");
-    let none = admission.enter(NORMAL, None).await.expect("no group");
+    let _b = admission
+        .enter(NORMAL, Some(2), None)
+        .await
+        .expect("group 2");
+    let none = admission.enter(NORMAL, None, None).await.expect("no group");
     assert_eq!(admission.permits.available_permits(), 0);
     drop(none);
     // Group 1's next load waits for one of its own permits, though one of the
@@ -264,11 +276,11 @@ async fn a_grouped_load_that_gives_up_in_the_admissions_queue_holds_nothing() {
     let timeout = Duration::from_millis(100);
     let admission = Arc::new(Admission::with_shares("db".into(), 1, timeout, shares));
     let held = admission
-        .enter(NORMAL, Some(1))
+        .enter(NORMAL, Some(1), None)
         .await
         .expect("the one permit");
     assert_eq!(
-        admission.enter(NORMAL, Some(2)).await.err(),
+        admission.enter(NORMAL, Some(2), None).await.err(),
         Some(Shed::Queued)
     );
     assert_eq!(admission.groups(), 1, "group 2 is forgotten");
@@ -280,7 +292,7 @@ async fn a_grouped_load_that_gives_up_in_the_admissions_queue_holds_nothing() {
     );
     // The queue is at low_queue: a low-priority load of group 4 is shed at once.
     assert_eq!(
-        admission.enter(Priority::Low, Some(4)).await.err(),
+        admission.enter(Priority::Low, Some(4), None).await.err(),
         Some(Shed::Early)
     );
     dropped.abort();
@@ -315,7 +327,7 @@ async fn groups_left_by_many_threads_at_once_are_all_forgotten() {
                         self.0.fetch_sub(1, Ordering::SeqCst);
                     }
                 }
-                if let Ok(_permit) = admission.enter(NORMAL, Some(group)).await {
+                if let Ok(_permit) = admission.enter(NORMAL, Some(group), None).await {
                     let counter = &running[group as usize];
                     let now = counter.fetch_add(1, Ordering::SeqCst) + 1;
                     let _running = Running(counter);
@@ -343,11 +355,14 @@ async fn groups_left_by_many_threads_at_once_are_all_forgotten() {
 #[tokio::test(start_paused = true)]
 async fn a_group_is_forgotten_once_nothing_of_it_holds_or_waits() {
     let admission = per_group(2, 1);
-    let held = admission.enter(NORMAL, Some(7)).await.expect("group 7");
+    let held = admission
+        .enter(NORMAL, Some(7), None)
+        .await
+        .expect("group 7");
     assert_eq!(admission.groups(), 1);
     // One waits in the group, then gives up; one is dropped while waiting.
     assert_eq!(
-        admission.enter(NORMAL, Some(7)).await.err(),
+        admission.enter(NORMAL, Some(7), None).await.err(),
         Some(Shed::Queued)
     );
     let dropped = in_queue(&admission, NORMAL, Some(7));
@@ -361,7 +376,7 @@ async fn a_group_is_forgotten_once_nothing_of_it_holds_or_waits() {
     for group in 0..1_000 {
         drop(
             admission
-                .enter(NORMAL, Some(group))
+                .enter(NORMAL, Some(group), None)
                 .await
                 .expect("a free permit"),
         );

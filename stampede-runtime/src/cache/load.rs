@@ -409,7 +409,8 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // A batch stops waiting for this key while it queues.
         super::batch::parked();
         let group = self.admission_group.as_ref().map(|group| group(key));
-        let permit = admission.enter(self.policy.priority(), group).await;
+        let replica = self.tier().map(|tier| &tier.replica);
+        let permit = (admission.enter(self.policy.priority(), group, replica)).await;
         let waited = self.clock.precise().saturating_duration_since(asked);
         self.counters.admission_wait.record(waited);
         match permit {

@@ -110,8 +110,37 @@ table! {
         /// Permits the loads of one key group hold at most at once (default: none).
         #[serde(deserialize_with = "values::count")]
         per_group: u64,
+        /// Whose origin calls `limit` bounds: each replica's (`"replica"`, the default)
+        /// or the whole fleet's (`"fleet"`, held in the shared store).
+        scope: Scope,
+        /// A fleet-wide admission's permits one replica takes on its own while the
+        /// shared store cannot be reached, `1..=limit` (default: a quarter of the limit,
+        /// rounded up).
+        #[serde(deserialize_with = "values::count")]
+        local_limit: u64,
+        /// How long a fleet-wide permit outlives its holder's last renewal (default 2s):
+        /// a dead replica's permits come back within it.
+        #[serde(deserialize_with = "values::duration")]
+        permit_ttl: Duration,
     }
 }
+
+/// Whose origin calls an admission's limit bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Scope {
+    /// Each replica's, on its own.
+    #[default]
+    Replica,
+    /// The whole fleet's: the permits are held in the shared store.
+    Fleet,
+}
+
+/// The shortest `permit_ttl`: renewals every quarter of it must fit a round trip.
+pub(crate) const MIN_PERMIT_TTL: Duration = Duration::from_millis(200);
+
+/// The default of `permit_ttl`.
+pub(crate) const DEFAULT_PERMIT_TTL: Duration = Duration::from_secs(2);
 
 /// One table's settings and where each was last set, so a refusal names the file and
 /// line, the variable or the builder call.
@@ -175,12 +204,23 @@ pub(crate) struct Shares {
     pub(crate) per_group: Option<usize>,
 }
 
+/// A fleet-wide admission's settings (`scope = "fleet"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FleetWide {
+    /// Permits a replica takes on its own while the shared store cannot be reached.
+    pub(crate) local_limit: usize,
+    /// How long a permit outlives its holder's last renewal.
+    pub(crate) permit_ttl: Duration,
+}
+
 /// One admission semaphore's checked settings.
 #[derive(Debug, Clone)]
 pub(crate) struct AdmissionSettings {
     pub(crate) limit: usize,
     pub(crate) queue_timeout: Duration,
     pub(crate) shares: Shares,
+    /// `None`: each replica's limit.
+    pub(crate) fleet: Option<FleetWide>,
 }
 
 /// Every setting, checked: what a runtime is built on.
@@ -257,6 +297,16 @@ impl Layers {
     pub(crate) fn set_admission_per_group(&mut self, name: Arc<str>, per_group: usize) {
         let layer = AdmissionLayer {
             per_group: Some(per_group.try_into().unwrap_or(u64::MAX)),
+            ..AdmissionLayer::default()
+        };
+        self.set_admission_layer(name, layer);
+    }
+
+    /// Makes the admission semaphore `name` fleet-wide, in code.
+    pub(crate) fn set_admission_fleet_wide(&mut self, name: Arc<str>, local_limit: Option<usize>) {
+        let layer = AdmissionLayer {
+            scope: Some(Scope::Fleet),
+            local_limit: local_limit.map(|at| at.try_into().unwrap_or(u64::MAX)),
             ..AdmissionLayer::default()
         };
         self.set_admission_layer(name, layer);
@@ -397,6 +447,39 @@ impl Layers {
                 limit,
                 "leave it out for no share per key group",
             )?;
+            let local_limit = count(
+                "local_limit",
+                spec.value.local_limit,
+                limit,
+                "leave it out for a quarter of the limit",
+            )?;
+            let fleet = match spec.value.scope.unwrap_or_default() {
+                Scope::Fleet => {
+                    let permit_ttl = spec.value.permit_ttl.unwrap_or(DEFAULT_PERMIT_TTL);
+                    if permit_ttl < MIN_PERMIT_TTL {
+                        let why = format!("permit_ttl must be at least {MIN_PERMIT_TTL:?}: a permit is renewed a few times within it");
+                        return Err(spec.refuse("permit_ttl", why));
+                    }
+                    Some(FleetWide {
+                        local_limit: local_limit
+                            .unwrap_or_else(|| usize::try_from(limit.div_ceil(4)).unwrap_or(1)),
+                        permit_ttl,
+                    })
+                }
+                Scope::Replica => {
+                    let fleet_only = [
+                        ("local_limit", spec.value.local_limit.is_some()),
+                        ("permit_ttl", spec.value.permit_ttl.is_some()),
+                    ];
+                    if let Some((key, _)) = fleet_only.into_iter().find(|(_, set)| *set) {
+                        let why = format!(
+                            "{key} applies to a fleet-wide admission only: add scope = \"fleet\""
+                        );
+                        return Err(spec.refuse(key, why));
+                    }
+                    None
+                }
+            };
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             admissions.insert(
                 name.clone(),
@@ -408,6 +491,7 @@ impl Layers {
                         low_queue,
                         per_group,
                     },
+                    fleet,
                 },
             );
         }

@@ -38,6 +38,9 @@ fn variables_set_admissions_and_function_overrides() {
             ("STAMPEDE_ADMISSION_SEARCH_RESERVED_HIGH", "1"),
             ("STAMPEDE_ADMISSION_SEARCH_LOW_QUEUE", "4"),
             ("STAMPEDE_ADMISSION_SEARCH_PER_GROUP", "2"),
+            ("STAMPEDE_ADMISSION_DB_MAIN_SCOPE", "fleet"),
+            ("STAMPEDE_ADMISSION_DB_MAIN_LOCAL_LIMIT", "2"),
+            ("STAMPEDE_ADMISSION_DB_MAIN_PERMIT_TTL", "3s"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_FRESH", "30s"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_STALE_IF_ERROR", "5m"),
             ("STAMPEDE_FUNCTION_USER_PROFILE_ENABLED", "false"),
@@ -52,6 +55,14 @@ fn variables_set_admissions_and_function_overrides() {
     assert_eq!(
         (db.limit, db.queue_timeout),
         (Some(8), Some(Duration::from_secs(1)))
+    );
+    assert_eq!(
+        (db.scope, db.local_limit, db.permit_ttl),
+        (
+            Some(crate::config::Scope::Fleet),
+            Some(2),
+            Some(Duration::from_secs(3))
+        )
     );
     let search = &layers.admissions[&Arc::from("search")].value;
     assert_eq!(
@@ -71,7 +82,37 @@ fn variables_set_admissions_and_function_overrides() {
             .admission("search")
             .priority(crate::Priority::High)
     );
-    assert!(layers.check(|_| Ok(())).is_ok());
+    let config = layers.check(|_| Ok(())).unwrap();
+    let db = &config.admissions[&Arc::from("db-main")];
+    assert_eq!(
+        db.fleet,
+        Some(crate::config::FleetWide {
+            local_limit: 2,
+            permit_ttl: Duration::from_secs(3)
+        })
+    );
+    let search = &config.admissions[&Arc::from("search")];
+    assert_eq!(search.fleet, None);
+}
+
+#[test]
+fn a_fleet_wide_admission_defaults_to_a_quarter_of_its_limit_locally() {
+    let layers = applied(
+        Layers::default(),
+        vars(&[
+            ("STAMPEDE_ADMISSION_DB_LIMIT", "10"),
+            ("STAMPEDE_ADMISSION_DB_SCOPE", "fleet"),
+        ]),
+    )
+    .unwrap();
+    let config = layers.check(|_| Ok(())).unwrap();
+    assert_eq!(
+        config.admissions[&Arc::from("db")].fleet,
+        Some(crate::config::FleetWide {
+            local_limit: 3,
+            permit_ttl: crate::config::DEFAULT_PERMIT_TTL
+        })
+    );
 }
 
 #[test]
