@@ -28,9 +28,8 @@ impl Client {
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
-        permits_of(&reply, &request.tokens).ok_or_else(|| {
-            StoreError::Backend(format!("the permits script answered {reply:?}"))
-        })
+        permits_of(&reply, &request.tokens)
+            .ok_or_else(|| StoreError::Backend(format!("the permits script answered {reply:?}")))
     }
 
     pub(super) async fn renew_permit(
