@@ -401,8 +401,10 @@ async fn a_replica_killed_mid_flush_gives_its_permits_back_within_the_permit_ttl
         timeline.max()
     );
     assert!(before > 0, "the dying replica held no permit when killed");
+    // A lapsed permit stops counting at its expiry; its field goes at the next take,
+    // which the survivors send every poll.
     assert!(
-        returned <= PERMIT_TTL + Duration::from_millis(300),
+        returned <= PERMIT_TTL + Duration::from_millis(500),
         "the dead replica's permits came back after {returned:?}"
     );
     assert!(timeline.max() <= FLEET_LIMIT, "{} at once", timeline.max());

@@ -242,6 +242,10 @@ impl Fleet {
                     }
                     unwanted.push(permit);
                 }
+                if state.waiting.is_empty() {
+                    // Nobody left to ask for: the next load asks at once.
+                    state.full = false;
+                }
                 // Dropped once the lock is let go: a permit's drop takes it.
                 drop(state);
                 drop(unwanted);
@@ -286,7 +290,10 @@ impl Fleet {
         if state.counts.held <= state.share {
             while let Some(waiter) = state.waiting.pop_front() {
                 match waiter.answer.send(permit) {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        state.full &= !state.waiting.is_empty();
+                        return;
+                    }
                     Err(back) => permit = back,
                 }
             }
