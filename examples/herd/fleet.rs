@@ -13,6 +13,7 @@
 //! p99 and the longest any caller waited. `--pause MS` pauses Redis (`CLIENT PAUSE`)
 //! halfway through each run, while an origin call is running, and counts the origin calls
 //! per expiry outside the pause (from one expiry after it ends).
+mod flush;
 mod notices;
 
 use std::process::ExitCode;
@@ -58,6 +59,9 @@ pub fn dispatch(args: impl Iterator<Item = String>) -> Option<ExitCode> {
     let args: Vec<String> = args.collect();
     if !args.iter().any(|a| a == "--fleet") {
         return None;
+    }
+    if let Some(code) = flush::dispatch(&args) {
+        return Some(code);
     }
     Some(match parse(args.into_iter()) {
         Ok(settings) => run(&settings),

@@ -55,7 +55,10 @@ Values are fresh for 500 ms (the strategies' #[cached] attributes).
 (`herd --batch --help` lists its flags).
 
 --fleet N: the herd across N replicas sharing one Redis (or, with --cluster, a local
-Redis Cluster), with and without the fleet lease (`herd --fleet 1 --help`).";
+Redis Cluster), with and without the fleet lease (`herd --fleet 1 --help`).
+
+--fleet N --flush: many keys missing at once across N replicas, under an admission limit
+per replica and one for the whole fleet (`herd --fleet 8 --flush --help`).";
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Settings, String> {
     let mut settings = Settings {
@@ -318,14 +321,15 @@ async fn run(settings: &Settings, strategy: Strategy) -> Row {
 }
 
 fn main() -> ExitCode {
+    // Before `--flush`: `--fleet N --flush` is the fleet's flush.
+    #[cfg(feature = "redis")]
+    if let Some(code) = fleet::dispatch(std::env::args().skip(1)) {
+        return code;
+    }
     if let Some(code) = flush::dispatch(std::env::args().skip(1)) {
         return code;
     }
     if let Some(code) = batch::dispatch(std::env::args().skip(1)) {
-        return code;
-    }
-    #[cfg(feature = "redis")]
-    if let Some(code) = fleet::dispatch(std::env::args().skip(1)) {
         return code;
     }
     // The README's command builds the herd on memory alone (`--no-default-features`): the
