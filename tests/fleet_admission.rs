@@ -411,3 +411,90 @@ async fn a_replica_killed_mid_flush_gives_its_permits_back_within_the_permit_ttl
     // With the dead replica's permits back, the survivors used the whole limit.
     assert_eq!(timeline.max(), FLEET_LIMIT);
 }
+
+/// The permits' fields in Redis (`HKEYS` of the admission's hash).
+fn permit_fields(redis: &RedisServer) -> Vec<String> {
+    let output = std::process::Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string(), "--raw", "hkeys"])
+        .arg("stampede:3:admission:{db}")
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&output.stdout).into_owned();
+    keys.lines()
+        .filter(|k| k.starts_with("p "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_shed_or_dropped_while_queued_leave_no_permit_behind() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let file = common::ConfigFile::new(
+        "fleet-admission-shed",
+        &format!(
+            "[backend]\nresponse_timeout = \"{}ms\"\n[admission.db]\nlimit = 3\nqueue_timeout = \"150ms\"\nscope = \"fleet\"\n",
+            PATIENT_REDIS.as_millis()
+        ),
+    );
+    let replicas: Vec<Runtime> = (0..2)
+        .map(|_| {
+            Runtime::builder()
+                .file(&file.0)
+                .unwrap()
+                .backend(Backend::redis(redis.url()))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let caches: Vec<_> = replicas.iter().map(cache).collect();
+    let timeline = Timeline::default();
+    let latency = Duration::from_millis(40);
+    let loads: Vec<_> = (0..120u64)
+        .map(|key| {
+            let (cache, timeline) = (caches[key as usize % 2].clone(), timeline.clone());
+            tokio::spawn(async move {
+                cache
+                    .load(
+                        key,
+                        move || async move { timeline.call(key, latency).await },
+                    )
+                    .await
+            })
+        })
+        .collect();
+    // A third of the callers give up at once: their loads are dropped wherever they are.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    for load in loads.iter().step_by(3) {
+        load.abort();
+    }
+    let (mut answered, mut shed, mut dropped) = (0, 0, 0);
+    for load in loads {
+        match bounded(load).await {
+            Ok(Ok(_)) => answered += 1,
+            Ok(Err(AppError::Cache(stampede::Error::Overloaded { .. }))) => shed += 1,
+            Ok(Err(other)) => panic!("{other:?}"),
+            Err(_) => dropped += 1,
+        }
+    }
+    println!("{answered} answered, {shed} shed, {dropped} dropped");
+    assert!(answered > 0 && shed > 0, "{answered} answered, {shed} shed");
+    assert!(timeline.max() <= 3, "{} at once", timeline.max());
+    // Every permit goes back: none held, none left in Redis.
+    let started = Instant::now();
+    loop {
+        let held: u64 = (replicas.iter())
+            .map(|r| r.fleet_admission("db").unwrap().held)
+            .sum();
+        if held == 0 && permit_fields(&redis).is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < PERMIT_TTL,
+            "{held} held, {:?} in Redis",
+            permit_fields(&redis)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -28,6 +28,7 @@ use crate::shared::background;
 use crate::shared::replica::Replica;
 use crate::shared::store::{LeaseToken, PermitRequest};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
@@ -107,6 +108,8 @@ struct Holding {
     replica: Arc<Replica>,
     token: LeaseToken,
     renewing: JoinHandle<()>,
+    /// A renewal found the permit gone (lapsed, reclaimed): it is handed to no one.
+    lost: Arc<AtomicBool>,
 }
 
 /// A permit of the local share.
@@ -155,7 +158,12 @@ impl Fleet {
         let _in_line = InLine { fleet: self, id };
         loop {
             if self.due() {
-                self.ask(replica, None).await;
+                // On the background threads: an ask runs to its end even if this load
+                // stops waiting, so what it was granted reaches the line (or goes back).
+                let (fleet, replica) = (self.clone(), replica.clone());
+                background::spawn(async move {
+                    fleet.ask(&replica, None).await;
+                });
             }
             match tokio::time::timeout(POLL, &mut granted).await {
                 Ok(Ok(permit)) => return FleetPermit::Stored(permit),
@@ -224,11 +232,13 @@ impl Fleet {
                 let mut unwanted = Vec::new();
                 for token in permits.granted {
                     state.counts.held += 1;
+                    let lost = Arc::new(AtomicBool::new(false));
                     let mut permit = Stored(Some(Holding {
                         fleet: self.clone(),
                         replica: replica.clone(),
                         token,
-                        renewing: self.renew(replica.clone(), token),
+                        renewing: self.renew(replica.clone(), token, lost.clone()),
+                        lost,
                     }));
                     // To the first in line that still waits; a surplus goes back.
                     while let Some(waiter) = state.waiting.pop_front() {
@@ -263,7 +273,12 @@ impl Fleet {
     }
 
     /// Renews the permit `token` every quarter of its TTL until it is dropped or lost.
-    fn renew(self: &Arc<Self>, replica: Arc<Replica>, token: LeaseToken) -> JoinHandle<()> {
+    fn renew(
+        self: &Arc<Self>,
+        replica: Arc<Replica>,
+        token: LeaseToken,
+        lost: Arc<AtomicBool>,
+    ) -> JoinHandle<()> {
         let fleet = self.clone();
         background::handle().spawn(async move {
             loop {
@@ -273,6 +288,7 @@ impl Fleet {
                     .await;
                 if let Ok(false) = renewed {
                     tracing::warn!(admission = %fleet.name, "a fleet-wide permit lapsed while its load ran (a renewal came too late): the fleet may see one origin call above its limit until the load ends");
+                    lost.store(true, Ordering::Relaxed);
                     fleet.state().counts.lost += 1;
                     return;
                 }
@@ -286,8 +302,9 @@ impl Fleet {
     fn ended(holding: Holding) {
         let fleet = holding.fleet.clone();
         let mut state = fleet.state();
+        let lost = holding.lost.load(Ordering::Relaxed);
         let mut permit = Stored(Some(holding));
-        if state.counts.held <= state.share {
+        if state.counts.held <= state.share && !lost {
             while let Some(waiter) = state.waiting.pop_front() {
                 match waiter.answer.send(permit) {
                     Ok(()) => {
