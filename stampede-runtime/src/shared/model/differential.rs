@@ -2,13 +2,13 @@
 //! against each master of a local Redis Cluster.
 //!
 //! Seeded sequences of the commands stampede sends (each script's arguments built as
-//! `ops.rs` and `tags.rs` build them, with fences, tokens and run ids taken from earlier
-//! replies or stale on purpose, envelopes from `wire`, an operator's damage, memory full,
-//! `INFO` refused, a restart, real sleeps so leases and values expire) run on both, one
-//! command at a time. Each command goes to Redis in one pipeline with what observes it:
+//! `ops.rs`, `tags.rs` and `permits.rs` build them, with fences, tokens and run ids taken
+//! from earlier replies or stale on purpose, envelopes from `wire`, an operator's damage,
+//! memory full, `INFO` refused, a restart, real sleeps so leases, values and permits
+//! expire) run on both, one command at a time. Each command goes to Redis in one pipeline with what observes it:
 //!
 //! ```text
-//! TIME · the command · TIME · PUBLISH <marker> · TIME · TYPE/PEXPIRETIME/GET of every key · TIME
+//! TIME · the command · TIME · PUBLISH <marker> · TIME · TYPE/PEXPIRETIME/GET/HGETALL of every key · TIME
 //! ```
 //!
 //! so the server's clock is known to within the command (the window), a subscriber on
@@ -16,7 +16,8 @@
 //! after it is read. The model runs the same command at the window's start, and, if the
 //! two disagree, at each later millisecond of the window (Redis reads its clock several
 //! times in one command; the model once). A command agrees when its reply, its messages
-//! and the keyspace after it agree, where:
+//! and the keyspace after it agree (a hash's fields and values as a set: Redis lists a small
+//! hash's in the order they were written, the model in order), where:
 //! - values Redis derives from its clock may differ within the window: a TTL, an expiry,
 //!   the `TIME` reply, a tag's version (microseconds), the lease's time left in `read`;
 //!   everything else is exact, fences made from the clock included (the window's
@@ -35,7 +36,7 @@
 //! `STAMPEDE_DIFFERENTIAL_SEED=S` starts the seeds at S. A failure names the seed and the
 //! command's index; the commands it prints replay it, except for the server's clock.
 use super::server::Server;
-use crate::shared::keys::{notice_channel, tag_key, EntryKey, LAYOUT};
+use crate::shared::keys::{admission_key, notice_channel, tag_key, EntryKey, LAYOUT};
 use crate::shared::redis::{cluster, Scripts};
 use crate::shared::wire::{version_digits, Header, Wire};
 use redis::{ConnectionLike, Value};
@@ -158,6 +159,38 @@ fn outcome_of(command: &[Vec<u8>], reply: &Value, published: &[(Vec<u8>, Vec<u8>
         }
         .into(),
         Value::Array(refused) if name.ends_with("probe") => format!("{} refused", refused.len()),
+        Value::Array(fields) if name.ends_with("permits") => {
+            // `EVALSHA sha 1 key take replica limit ttl wait_ttl returned token…`
+            let asked: BTreeSet<&Vec<u8>> = command.iter().skip(10).collect();
+            let number = |value: Option<&Value>| value.and_then(int_of).unwrap_or(-1);
+            let (share, held) = (number(fields.first()), number(fields.get(1)));
+            let limit = command
+                .get(6)
+                .and_then(|limit| text_of(&Value::BulkString(limit.clone())));
+            let granted = fields.len().saturating_sub(2);
+            let which = match granted {
+                0 if asked.is_empty() => "nothing asked",
+                0 => "none granted",
+                n if n == asked.len() => "all granted",
+                _ => "some granted",
+            };
+            let bound = if Some(held.to_string()) == limit {
+                ", at the limit"
+            } else if granted == asked.len() {
+                ""
+            } else if share == 0 {
+                ", no share"
+            } else {
+                ", by the share or memory"
+            };
+            format!("take, {which}{bound}")
+        }
+        Value::Int(n) if name.ends_with("permits") => {
+            let op = command
+                .get(4)
+                .map(|op| String::from_utf8_lossy(op).into_owned());
+            format!("{} {n}", op.unwrap_or_default())
+        }
         _ => "answered".into(),
     };
     let mut outcomes = vec![format!("{name}: {said}")];
@@ -182,6 +215,7 @@ fn script_name(script: &[u8]) -> &'static str {
         ("beat", &scripts.beat),
         ("tag", &scripts.tag),
         ("probe", &scripts.probe),
+        ("permits", &scripts.permits),
     ]
     .into_iter()
     .find(|(_, lua)| lua.hash().as_bytes() == script || lua.code().as_bytes() == script)
@@ -278,6 +312,8 @@ enum Learn {
     Read(usize),
     /// An invalidation of entry `n`: the new fence.
     Invalidate(usize),
+    /// A take of permits: the tokens it granted.
+    Permits,
 }
 
 /// The real side: a server or a cluster.
@@ -335,12 +371,14 @@ impl Window {
     }
 }
 
-/// One key as the test reads it: `TYPE`, `PEXPIRETIME`, `GET`.
+/// One key as the test reads it: `TYPE`, `PEXPIRETIME`, `GET`, `HGETALL`.
 #[derive(Debug, Clone, PartialEq)]
 struct KeyState {
     kind: Value,
     expires: Value,
     value: Value,
+    /// `HGETALL`'s fields and values, in order of field (see [`in_field_order`]).
+    fields: Value,
 }
 
 impl KeyState {
@@ -348,9 +386,23 @@ impl KeyState {
     /// `GET` reads as there, then gone.
     fn present(&self) -> bool {
         let string = self.kind == Value::SimpleString("string".into());
+        // A hash is never empty, and HGETALL of another type is an error: no fields, gone.
         self.kind != Value::SimpleString("none".into())
             && self.expires != Value::Int(-2)
             && !(string && self.value == Value::Nil)
+            && self.fields != Value::Array(Vec::new())
+    }
+
+    fn from_replies(replies: &[Value]) -> Self {
+        let [kind, expires, value, fields] = replies else {
+            panic!("a key's state is {STATE_READS} replies, not {replies:?}");
+        };
+        KeyState {
+            kind: kind.clone(),
+            expires: expires.clone(),
+            value: value.clone(),
+            fields: in_field_order(fields.clone()),
+        }
     }
 
     fn expires_at(&self) -> Option<u64> {
@@ -359,6 +411,33 @@ impl KeyState {
             _ => None,
         }
     }
+
+    /// A hash's fields and values (`HSET key field value…` writes them again).
+    fn hash_fields(&self) -> Vec<Vec<u8>> {
+        match &self.fields {
+            Value::Array(items) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Value::BulkString(bytes) => Some(bytes.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// An `HGETALL` reply with its pairs in order of field; anything else as it is.
+fn in_field_order(reply: Value) -> Value {
+    let Value::Array(items) = reply else {
+        return reply;
+    };
+    let mut pairs: Vec<&[Value]> = items.chunks(2).collect();
+    pairs.sort_by_key(|pair| match &pair[0] {
+        Value::BulkString(field) => field.clone(),
+        other => panic!("HGETALL named the field {other:?}"),
+    });
+    Value::Array(pairs.concat())
 }
 
 /// What Redis did with one command, and its keyspace after.
@@ -371,12 +450,16 @@ struct Observed {
     keys: Vec<KeyState>,
 }
 
+/// How many commands read one key's state.
+const STATE_READS: usize = 4;
+
 /// The commands that read a key's state, in `KeyState`'s order.
-fn key_state_commands(key: &[u8]) -> [Vec<Vec<u8>>; 3] {
+fn key_state_commands(key: &[u8]) -> [Vec<Vec<u8>>; STATE_READS] {
     [
         vec![b"TYPE".to_vec(), key.to_vec()],
         vec![b"PEXPIRETIME".to_vec(), key.to_vec()],
         vec![b"GET".to_vec(), key.to_vec()],
+        vec![b"HGETALL".to_vec(), key.to_vec()],
     ]
 }
 
@@ -593,7 +676,7 @@ impl Real for Single {
             (Some(limited), false) => limited,
             _ => &mut self.admin,
         };
-        let count = 6 + 3 * keys.len();
+        let count = 6 + STATE_READS * keys.len();
         let replies = connection
             .req_packed_commands(&pipe.get_packed_pipeline(), 0, count)
             .expect("the pipeline's replies");
@@ -649,12 +732,8 @@ fn observed(replies: Vec<Value>, published: Vec<(Vec<u8>, Vec<u8>)>) -> Observed
     let mut rest: Vec<Value> = std::iter::from_fn(|| replies.next()).collect();
     let read_to = time_of(&rest.pop().expect("the last TIME"));
     let keys = rest
-        .chunks(3)
-        .map(|state| KeyState {
-            kind: state[0].clone(),
-            expires: state[1].clone(),
-            value: state[2].clone(),
-        })
+        .chunks(STATE_READS)
+        .map(KeyState::from_replies)
         .collect();
     Observed {
         window: Window { from, to },
@@ -818,7 +897,7 @@ impl Real for Cluster {
             }
         }
         pipe.cmd("TIME");
-        let count = 4 + 3 * keys.len();
+        let count = 4 + STATE_READS * keys.len();
         let mut replies = self.nodes[node]
             .req_packed_commands(&pipe.get_packed_pipeline(), 0, count)
             .expect("the pipeline's replies");
@@ -1060,12 +1139,16 @@ impl<R: Real> Sequence<'_, R> {
                 (Value::SimpleString(kind), _) if kind == "list" => {
                     Some(vec![b"LPUSH".to_vec(), key.clone(), b"x".to_vec()])
                 }
-                (Value::SimpleString(kind), _) if kind == "hash" => Some(vec![
-                    b"HSET".to_vec(),
-                    key.clone(),
-                    b"f".to_vec(),
-                    b"v".to_vec(),
-                ]),
+                (Value::SimpleString(kind), _) if kind == "hash" => {
+                    let mut fields = state.hash_fields();
+                    if fields.is_empty() {
+                        // Gone between TYPE and HGETALL: a hash is there, whatever it held.
+                        fields = vec![b"f".to_vec(), b"v".to_vec()];
+                    }
+                    let mut write = vec![b"HSET".to_vec(), key.clone()];
+                    write.extend(fields);
+                    Some(write)
+                }
                 _ => None,
             };
             if let Some(write) = write {
@@ -1164,13 +1247,8 @@ fn scan_model(model: &mut Server, at: u64, pattern: &[u8], count: u64) -> BTreeS
 fn read_keys(model: &mut Server, at: u64, keys: &[Vec<u8>]) -> Vec<KeyState> {
     keys.iter()
         .map(|key| {
-            let [kind, expires, value] =
-                key_state_commands(key).map(|command| model.execute(at, &command).reply);
-            KeyState {
-                kind,
-                expires,
-                value,
-            }
+            let replies = key_state_commands(key).map(|command| model.execute(at, &command).reply);
+            KeyState::from_replies(&replies)
         })
         .collect()
 }
@@ -1314,7 +1392,7 @@ fn key_states_agree(real: &KeyState, model: &KeyState, observed: &Observed, tag:
         || (tag
             && matches!((number_of(&real.value), number_of(&model.value)),
                 (Some(a), Some(b)) if a.abs_diff(b) <= observed.window.to - observed.window.from));
-    real.kind == model.kind && expiries_agree && values_agree
+    real.kind == model.kind && expiries_agree && values_agree && real.fields == model.fields
 }
 
 fn printable(command: &[Vec<u8>]) -> String {
@@ -1346,8 +1424,9 @@ fn printable_messages(messages: &[(Vec<u8>, Vec<u8>)]) -> Vec<String> {
         .collect()
 }
 
-/// The seeded source of commands: stampede's operations on a few entries of two caches,
-/// and what an operator, a full memory, an ACL and a restart do to them.
+/// The seeded source of commands: stampede's operations on a few entries of two caches
+/// and on the permits of two admissions, and what an operator, a full memory, an ACL and
+/// a restart do to them.
 struct Generator<'s> {
     rng: fastrand::Rng,
     scripts: &'s Scripts,
@@ -1366,6 +1445,14 @@ struct Generator<'s> {
     run_ids: Vec<String>,
     /// The token of the latest read that asked for a lease.
     last_token: Option<String>,
+    /// The admissions whose permits the sequence takes (`admission_key`).
+    admissions: Vec<&'static str>,
+    /// The replica tags that take permits (a replica id's first 8 hex digits).
+    replica_tags: Vec<String>,
+    /// Permit tokens takes granted, oldest first (some given back or lapsed since).
+    permits: Vec<String>,
+    /// The latest take's replica and tokens, for a take sent again.
+    last_take: Option<(String, Vec<String>)>,
     memory_full: bool,
     info_refused: bool,
     clock_ms: u64,
@@ -1390,6 +1477,7 @@ impl<'s> Generator<'s> {
             .collect::<Vec<_>>();
         let hex = |rng: &mut fastrand::Rng| format!("{:016x}", rng.u64(..));
         let nodes: Vec<String> = (0..3).map(|_| hex(&mut rng)).collect();
+        let replica_tags = nodes.iter().map(|node| node[..8].to_owned()).collect();
         let tokens = (0..4)
             .map(|i| {
                 // A token starts with its replica's id, as `LeaseToken::of_replica` makes it.
@@ -1406,6 +1494,10 @@ impl<'s> Generator<'s> {
             tokens,
             run_ids: Vec::new(),
             last_token: None,
+            admissions: vec!["checkout", "search {b}"],
+            replica_tags,
+            permits: Vec::new(),
+            last_take: None,
             memory_full: false,
             info_refused: false,
             clock_ms,
@@ -1428,6 +1520,11 @@ impl<'s> Generator<'s> {
                 .map(|tag| tag_key(PREFIX, tag).into_bytes()),
         );
         keys.push(probe_key().into_bytes());
+        keys.extend(
+            self.admissions
+                .iter()
+                .map(|admission| admission_key(PREFIX, admission).into_bytes()),
+        );
         keys
     }
 
@@ -1467,6 +1564,15 @@ impl<'s> Generator<'s> {
             (Learn::Invalidate(entry), Value::Int(fence)) if *fence > 0 => {
                 self.fences[entry].push(*fence as u64);
             }
+            (Learn::Permits, Value::Array(fields)) => {
+                for token in fields.iter().skip(2).filter_map(text_of) {
+                    if !self.permits.contains(&token) {
+                        self.permits.push(token);
+                    }
+                }
+                let excess = self.permits.len().saturating_sub(PERMITS_KEPT);
+                self.permits.drain(..excess);
+            }
             _ => {}
         }
     }
@@ -1483,6 +1589,9 @@ fn text_of(value: &Value) -> Option<String> {
 fn probe_key() -> String {
     format!("{PREFIX}:{LAYOUT}:probe")
 }
+
+/// How many granted permit tokens the generator remembers.
+const PERMITS_KEPT: usize = 24;
 
 /// Source versions that meet at the edges the scripts care about: equal, just above, one
 /// half of the 20 digits apart, the largest.
@@ -1506,7 +1615,7 @@ impl Generator<'_> {
             self.info_refused = false;
             return Step::InfoRefused(false);
         }
-        match self.rng.u16(..1000) {
+        match self.rng.u16(..1250) {
             0..=279 => self.read(),
             280..=449 => self.publish(),
             450..=539 => self.invalidate(),
@@ -1535,6 +1644,7 @@ impl Generator<'_> {
             }
             990..=995 => self.probe(),
             996..=999 if self.whole_server && self.chance(25) => Step::Restart,
+            1000..=1249 => self.permits(),
             _ => self.read(),
         }
     }
@@ -1887,6 +1997,184 @@ impl Generator<'_> {
             shape: Shape::Exact,
             learn: Learn::Nothing,
             by_text: true,
+        }
+    }
+
+    /// `Client::take_permits`, `renew_permit` and `give_permit` on an admission's permits,
+    /// and what else may be found at their key.
+    fn permits(&mut self) -> Step {
+        let admission = *self.pick(&self.admissions.clone());
+        let key = admission_key(PREFIX, admission);
+        let mut invocation = self.scripts.permits.prepare_invoke();
+        invocation.key(key.as_str());
+        let learn = match self.rng.u8(..40) {
+            0..=19 => {
+                let arguments = self.take();
+                invocation.arg(&arguments);
+                Learn::Permits
+            }
+            20..=26 => {
+                let (ttl, token) = (self.permit_ttl(), self.permit_token());
+                invocation.arg("renew").arg(ttl).arg(token.as_str());
+                Learn::Nothing
+            }
+            27..=33 => {
+                let token = self.permit_token();
+                invocation.arg("give").arg(token.as_str());
+                Learn::Nothing
+            }
+            34 => {
+                invocation.arg("borrow").arg(self.permit_token().as_str());
+                Learn::Nothing
+            }
+            _ => return self.permits_damage(key.into_bytes()),
+        };
+        Self::script_step(|evalsha| invocation.arguments(evalsha), Shape::Exact, learn)
+    }
+
+    /// A take's arguments (`'take'` first): some replica's new tokens, one it was granted
+    /// already now and then (a call sent again), or the latest take's tokens again; a
+    /// load's returned permit or none.
+    fn take(&mut self) -> Vec<String> {
+        let (tag, tokens) = match self.last_take.clone() {
+            Some(last) if self.chance(15) => last,
+            _ => {
+                let tag = self.pick(&self.replica_tags.clone()).clone();
+                let count = match self.rng.u8(..10) {
+                    0 => 0,
+                    1..=5 => 1,
+                    _ => self.rng.usize(2..5),
+                };
+                let mut tokens: Vec<String> = Vec::new();
+                for _ in 0..count {
+                    let held = self.granted_to(&tag);
+                    let token = match self.rng.u8(..10) {
+                        0..=1 if !held.is_empty() => self.pick(&held).clone(),
+                        2 if !tokens.is_empty() => self.pick(&tokens).clone(),
+                        _ => self.new_permit_token(&tag),
+                    };
+                    tokens.push(token);
+                }
+                (tag, tokens)
+            }
+        };
+        let held = self.granted_to(&tag);
+        let returned = match self.rng.u8(..10) {
+            0..=3 if !held.is_empty() => self.pick(&held).clone(),
+            4 => self.permit_token(),
+            _ => String::new(),
+        };
+        let mut arguments = vec![
+            "take".to_owned(),
+            tag.clone(),
+            self.rng.u64(1..=6).to_string(),
+            self.permit_ttl().to_string(),
+            self.permit_ttl().to_string(),
+            returned,
+        ];
+        arguments.extend(tokens.iter().cloned());
+        self.last_take = Some((tag, tokens));
+        arguments
+    }
+
+    /// A permit's or a waiter's TTL: most lapse within a sequence, some outlive it.
+    fn permit_ttl(&mut self) -> u64 {
+        match self.rng.u8(..10) {
+            0..=4 => self.rng.u64(1..40),
+            5..=8 => self.rng.u64(40..300),
+            _ => self.rng.u64(300..2000),
+        }
+    }
+
+    /// A new token of the replica `tag`, as `LeaseToken::of_replica` makes it.
+    fn new_permit_token(&mut self, tag: &str) -> String {
+        format!("{tag}{:08x}", self.rng.u32(..))
+    }
+
+    /// The tokens granted to `tag`'s replica (given back or lapsed since, some).
+    fn granted_to(&self, tag: &str) -> Vec<String> {
+        self.permits
+            .iter()
+            .filter(|token| token.starts_with(tag))
+            .cloned()
+            .collect()
+    }
+
+    /// A token granted once, mostly; one never granted otherwise.
+    fn permit_token(&mut self) -> String {
+        if !self.permits.is_empty() && self.chance(75) {
+            return self.pick(&self.permits.clone()).clone();
+        }
+        let tag = self.pick(&self.replica_tags.clone()).clone();
+        self.new_permit_token(&tag)
+    }
+
+    /// What an operator, an old build or another tool may leave in an admission's hash.
+    fn permits_damage(&mut self, key: Vec<u8>) -> Step {
+        let tag = self.pick(&self.replica_tags.clone()).clone();
+        let clock = self.clock_ms;
+        let expiry = match self.rng.u8(..10) {
+            0..=5 => (clock + self.rng.u64(..300)).to_string(),
+            6 => clock.saturating_sub(self.rng.u64(1..50)).to_string(),
+            7 => "99999999999999999".to_owned(),
+            8 => "abc".to_owned(),
+            _ => format!("00{}", clock + 100),
+        };
+        let count = match self.rng.u8(..10) {
+            0 => String::new(),
+            1 => " ".to_owned(),
+            2 => " 99999999999999999".to_owned(),
+            3 => " x".to_owned(),
+            4 => "  2".to_owned(),
+            _ => format!(" {}", self.rng.u64(..6)),
+        };
+        let hset = |field: String, value: String| {
+            vec![
+                b"HSET".to_vec(),
+                key.clone(),
+                field.into_bytes(),
+                value.into_bytes(),
+            ]
+        };
+        let command = match self.rng.u8(..9) {
+            0 => vec![b"SET".to_vec(), key.clone(), b"not a hash".to_vec()],
+            1 => hset("f".into(), "v".into()),
+            // A waiter of this replica or another (one no take names, among them).
+            2 | 3 => {
+                let name = match self.rng.u8(..4) {
+                    0 => "0000000f".to_owned(),
+                    1 => "abc".to_owned(),
+                    _ => tag.clone(),
+                };
+                hset(format!("w {name}"), format!("{expiry}{count}"))
+            }
+            // A permit held by a replica, or one whose token is not 16 digits.
+            4 | 5 => {
+                let token = match self.rng.u8(..4) {
+                    0 => "abc".to_owned(),
+                    1 => format!("0000000e{:08x}", self.rng.u32(..)),
+                    _ => self.new_permit_token(&tag),
+                };
+                let value = if self.chance(80) {
+                    expiry
+                } else {
+                    format!("{expiry}{count}")
+                };
+                hset(format!("p {token}"), value)
+            }
+            6 => hset(format!("p {}", self.new_permit_token(&tag)), "1 2 3".into()),
+            7 => hset(format!("q {tag}"), expiry),
+            _ => vec![
+                b"PEXPIRE".to_vec(),
+                key.clone(),
+                self.rng.u64(1..40).to_string().into_bytes(),
+            ],
+        };
+        Step::Command {
+            command,
+            shape: Shape::Exact,
+            admin: true,
+            learn: Learn::Nothing,
         }
     }
 

@@ -1,7 +1,7 @@
 //! One Redis 7.0 server, as stampede sees it.
 //!
-//! - [`Server`]: the keyspace (strings, and lists and hashes only so a key can hold the
-//!   wrong type), each key's expiry in milliseconds, the script cache, the run id, and two
+//! - [`Server`]: the keyspace (strings, hashes for the permits script, and lists only so
+//!   a key can hold the wrong type), each key's expiry in milliseconds, the script cache, the run id, and two
 //!   conditions a deployment can impose: memory full under `noeviction`, and `INFO`
 //!   refused by an ACL.
 //! - [`Server::execute`]: one command, as Redis receives it, at a server time the caller
@@ -54,6 +54,9 @@ enum Data {
     List(Vec<Vec<u8>>),
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
 }
+
+/// A hash's fields and values, as `HGETALL` lists them.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
 impl Data {
     fn type_name(&self) -> &'static str {
@@ -196,6 +199,7 @@ const COMMANDS: &[(&str, i32, bool)] = &[
     ("exists", -2, false),
     ("flushall", -1, false),
     ("get", 2, false),
+    ("hgetall", 2, false),
     ("hset", -4, true),
     ("info", -1, false),
     ("lpush", -3, true),
@@ -264,6 +268,12 @@ impl Server {
             )),
             "flushall" => self.flush_all(args),
             "get" => self.get(&args[0], now_ms),
+            "hgetall" => Ok(Value::Array(
+                self.hgetall(&args[0], now_ms)?
+                    .into_iter()
+                    .flat_map(|(field, value)| [Value::BulkString(field), Value::BulkString(value)])
+                    .collect(),
+            )),
             "hset" => self.hset(args, now_ms),
             "info" => Ok(Value::BulkString(self.info(now_us).into_bytes())),
             "lpush" => self.lpush(args, now_ms),
@@ -454,6 +464,54 @@ impl Server {
             .filter(|pair| fields.insert(pair[0].clone(), pair[1].clone()).is_none())
             .count();
         Ok(Value::Int(added as i64))
+    }
+
+    /// `HGETALL key`: the hash's fields and values (none where the key is missing), in
+    /// order of field, where Redis lists a small hash's in the order they were written
+    /// (the permits script reads them in any order; the differential test compares them
+    /// as a set).
+    fn hgetall(&mut self, key: &[u8], now_ms: u64) -> Result<Fields, Refusal> {
+        match self.live(key, now_ms) {
+            None => Ok(Vec::new()),
+            Some(Entry {
+                data: Data::Hash(fields),
+                ..
+            }) => Ok(fields
+                .iter()
+                .map(|(field, value)| (field.clone(), value.clone()))
+                .collect()),
+            Some(_) => Err(Refusal::wrong_type()),
+        }
+    }
+
+    /// `HGET key field`.
+    fn hget(&mut self, key: &[u8], field: &[u8], now_ms: u64) -> Result<Option<Vec<u8>>, Refusal> {
+        match self.live(key, now_ms) {
+            None => Ok(None),
+            Some(Entry {
+                data: Data::Hash(fields),
+                ..
+            }) => Ok(fields.get(field).cloned()),
+            Some(_) => Err(Refusal::wrong_type()),
+        }
+    }
+
+    /// `HDEL key field…`: how many were there; a hash left empty is no key at all.
+    fn hdel(&mut self, key: &[u8], fields: &[&[u8]], now_ms: u64) -> Result<i64, Refusal> {
+        let Some(entry) = self.live(key, now_ms) else {
+            return Ok(0);
+        };
+        let Data::Hash(hash) = &mut entry.data else {
+            return Err(Refusal::wrong_type());
+        };
+        let removed = fields
+            .iter()
+            .filter(|field| hash.remove(**field).is_some())
+            .count();
+        if hash.is_empty() {
+            self.keyspace.remove(key);
+        }
+        Ok(removed as i64)
     }
 
     /// `PEXPIRE key ms` and `PEXPIREAT key unix-ms` (without NX, XX, GT, LT).

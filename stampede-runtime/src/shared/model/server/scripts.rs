@@ -12,11 +12,15 @@
 //!   digits or more is not an integer to Redis.
 //! - With memory full, Redis refuses a script's `SET` until one of its writes went
 //!   through (a `DEL`, even of nothing): a script is never stopped halfway.
-//! - Arguments are stampede's (`ops.rs`, `tags.rs`): arguments a script would fail on
-//!   (a missing key, a non-number where it adds) get an error reply that says the model
-//!   does not run them, where Lua would raise one of its own.
-use super::{Data, Entry, Expiry, Refusal, Server};
+//! - Arguments are stampede's (`ops.rs`, `tags.rs`, `permits.rs`): arguments a script
+//!   would fail on (a missing key, a non-number where it adds) get an error reply that
+//!   says the model does not run them, where Lua would raise one of its own.
+//! - Lua compares strings with `strcoll` (Redis sets `LC_COLLATE` from its environment):
+//!   here, byte order, as in the C locales; for the lowercase hex names stampede writes
+//!   (the permits script's ties) the usual UTF-8 locales order them alike too.
+use super::{Data, Entry, Expiry, Fields, Refusal, Server};
 use redis::Value;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// One of stampede's scripts, as the model recognises it.
@@ -29,6 +33,7 @@ pub(super) enum Script {
     Beat,
     Tag,
     Probe,
+    Permits,
 }
 
 /// Each script with the text EVAL sends and the SHA1 EVALSHA names, from the store's own
@@ -45,6 +50,7 @@ fn known() -> &'static [(Script, String, String)] {
             (Script::Beat, &scripts.beat),
             (Script::Tag, &scripts.tag),
             (Script::Probe, &scripts.probe),
+            (Script::Permits, &scripts.permits),
         ]
         .into_iter()
         .map(|(script, lua)| (script, lua.code().to_owned(), lua.hash().to_owned()))
@@ -72,7 +78,7 @@ impl Script {
     /// How many keys the script reads (`KEYS[n]`).
     fn keys(self) -> usize {
         match self {
-            Script::Tag | Script::Probe => 1,
+            Script::Tag | Script::Probe | Script::Permits => 1,
             _ => 3,
         }
     }
@@ -115,6 +121,7 @@ pub(super) fn run(
         Script::Beat => run.beat(),
         Script::Tag => run.tag(),
         Script::Probe => run.probe(),
+        Script::Permits => run.permits(),
     }
 }
 
@@ -261,6 +268,51 @@ impl Run<'_> {
             if self.server.live(key, now).is_some() {
                 self.server.keyspace.remove(*key);
             }
+        }
+    }
+
+    /// `redis.pcall('HGET', key, field)`: the value, `Ok(None)` when missing, `Err` for another type.
+    fn hget(&mut self, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>>, Refusal> {
+        let now = self.now_ms_int();
+        self.server.hget(key, field, now)
+    }
+
+    /// `redis.pcall('HGETALL', key)`: the fields and values, `Err` for another type.
+    fn hgetall(&mut self, key: &[u8]) -> Result<Fields, Refusal> {
+        let now = self.now_ms_int();
+        self.server.hgetall(key, now)
+    }
+
+    /// `redis.pcall('HSET', key, field, value)`: refused with memory full until a write
+    /// went through, as `SET` is.
+    fn hset(&mut self, key: &[u8], field: &[u8], value: Vec<u8>) -> Result<(), Refusal> {
+        if self.server.memory_full && !self.dirty {
+            return Err(Refusal::out_of_memory());
+        }
+        self.dirty = true;
+        let now = self.now_ms_int();
+        self.server
+            .hset(&[key.to_vec(), field.to_vec(), value], now)
+            .map(drop)
+    }
+
+    /// `redis.call('HDEL', key, field)` (or `pcall`): a write, even when it deletes nothing
+    /// or meets another type.
+    fn hdel(&mut self, key: &[u8], field: &[u8]) -> Result<i64, Refusal> {
+        self.dirty = true;
+        let now = self.now_ms_int();
+        self.server.hdel(key, &[field], now)
+    }
+
+    /// `redis.pcall('PEXPIRE', key, ms)`, `ms` a Lua number (sent as `%.17g` text): a
+    /// write, whatever it answers.
+    fn pexpire(&mut self, key: &[u8], ms: f64) {
+        self.dirty = true;
+        let now = self.now_ms_int();
+        if let Some(ms) = integer_text(ms) {
+            let _ =
+                self.server
+                    .pexpire("pexpire", &[key.to_vec(), ms.to_string().into_bytes()], now);
         }
     }
 
@@ -782,6 +834,222 @@ impl Run<'_> {
         self.send(&channel, b"probe".to_vec());
         try_command("info", self.info().map(drop));
         Ok(Value::Array(refused))
+    }
+
+    /// `permits.lua`: `take`, `renew` and `give` on one admission's hash.
+    fn permits(&mut self) -> Result<Value, Refusal> {
+        let now = self.now_ms();
+        match self.argv.first().map(Vec::as_slice) {
+            Some(b"renew") => self.renew_permit(now),
+            Some(b"give") => self.give_permit(),
+            Some(b"take") => self.take_permits(now),
+            _ => Err(Refusal::new("ERR unknown permits operation")),
+        }
+    }
+
+    /// `permits.lua`'s `fields()`: the hash's fields and values; a key of another type is
+    /// deleted and reads as none.
+    fn permit_fields(&mut self, key: &[u8]) -> Fields {
+        match self.hgetall(key) {
+            Ok(all) => all,
+            Err(_) => {
+                self.del(&[key]);
+                Vec::new()
+            }
+        }
+    }
+
+    /// `permits.lua`'s `keep_for(ms)`: never shorter than the key's time left.
+    fn keep_for(&mut self, key: &[u8], ms: f64) {
+        let left = self.pttl(key);
+        let ms = if left > ms { left } else { ms };
+        self.pexpire(key, ms);
+    }
+
+    /// `renew(ttl, token)`.
+    fn renew_permit(&mut self, now: f64) -> Result<Value, Refusal> {
+        // `tonumber(ARGV[2])`: nil where it is no number, an error only where it is added.
+        let ttl = tonumber(self.arg(2)?);
+        let field = permit_field(b"p ", self.arg(3)?);
+        let key = self.keys[0].clone();
+        let Ok(Some(held)) = self.hget(&key, &field) else {
+            return Ok(Value::Int(0));
+        };
+        if permit_entry(&held).is_none_or(|(expiry, _)| expiry < now) {
+            self.hdel(&key, &field)?;
+            return Ok(Value::Int(0));
+        }
+        let ttl = ttl.ok_or_else(|| unmodelled("ARGV[2], the ttl, is not a number".into()))?;
+        if self
+            .hset(&key, &field, digits(now + ttl).into_bytes())
+            .is_err()
+        {
+            return Ok(Value::Int(0));
+        }
+        self.keep_for(&key, ttl);
+        Ok(Value::Int(1))
+    }
+
+    /// `give(token)`.
+    fn give_permit(&mut self) -> Result<Value, Refusal> {
+        let field = permit_field(b"p ", self.arg(2)?);
+        let key = self.keys[0].clone();
+        if !matches!(self.hget(&key, &field), Ok(Some(_))) {
+            return Ok(Value::Int(0));
+        }
+        Ok(Value::Int(self.hdel(&key, &field)?))
+    }
+
+    /// `take(replica, limit, ttl, wait ttl, returned, token…)`.
+    fn take_permits(&mut self, now: f64) -> Result<Value, Refusal> {
+        let me = self.arg(2)?.to_vec();
+        let limit = self.number(3)?;
+        let (ttl, wait_ttl) = (self.number(4)?, self.number(5)?);
+        let returned = self.arg(6)?.to_vec();
+        let tokens: Vec<Vec<u8>> = self.argv[6..].to_vec();
+        // `asked[token]`: true once found held by this replica ('held').
+        let mut asked: BTreeMap<&[u8], bool> = tokens
+            .iter()
+            .map(|token| (token.as_slice(), false))
+            .collect();
+        let key = self.keys[0].clone();
+        if !returned.is_empty() {
+            let _ = self.hdel(&key, &permit_field(b"p ", &returned));
+        }
+
+        let all = self.permit_fields(&key);
+        let (mut held, mut mine) = (0.0, 0.0);
+        let mut demand: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+        for (field, value) in &all {
+            // Lapsed, foreign (not `'^([pw]) (%x+)$'`, a value `entry` reads as nil) or a
+            // permit whose token is not 16 digits: deleted.
+            let live = permit_kind(field).zip(permit_entry(value)).filter(
+                |((kind, name), (expiry, _))| {
+                    *expiry >= now && !(*kind == b'p' && name.len() != 16)
+                },
+            );
+            let Some(((kind, name), (_, count))) = live else {
+                self.hdel(&key, field)?;
+                continue;
+            };
+            if kind == b'p' {
+                let owner = name[..8].to_vec();
+                held += 1.0;
+                *demand.entry(owner.clone()).or_insert(0.0) += 1.0;
+                if owner == me {
+                    mine += 1.0;
+                    if let Some(found) = asked.get_mut(name) {
+                        *found = true;
+                    }
+                }
+            } else if name != me.as_slice() {
+                *demand.entry(name.to_vec()).or_insert(0.0) += count;
+            }
+        }
+
+        // Granted already, and still asked for, in the order they were sent (once each).
+        let (mut granted, mut wanted) = (Vec::new(), Vec::new());
+        for token in &tokens {
+            match asked.remove(token.as_slice()) {
+                Some(true) => granted.push(token.clone()),
+                Some(false) => wanted.push(token.clone()),
+                None => {}
+            }
+        }
+        demand.insert(me.clone(), mine + wanted.len() as f64);
+
+        // Max-min fair, in order of demand, ties by name (Lua compares names as strings:
+        // bytes, for the lowercase hex names stampede writes).
+        let mut order: Vec<(Vec<u8>, f64)> = demand.into_iter().collect();
+        order.sort_by(|a, b| {
+            if a.1 != b.1 {
+                a.1.partial_cmp(&b.1).expect("demands are numbers")
+            } else {
+                a.0.cmp(&b.0)
+            }
+        });
+        let (mut left, mut share) = (limit, 0.0);
+        let count = order.len();
+        for (i, (name, wants)) in order.iter().enumerate() {
+            let fair = lua_min(*wants, (left / (count - i) as f64).ceil());
+            if *name == me {
+                share = fair;
+                break;
+            }
+            left -= fair;
+        }
+
+        let grant = lua_min(lua_min(wanted.len() as f64, limit - held), share - mine);
+        let expiry = digits(now + ttl).into_bytes();
+        let mut new = 0.0;
+        let mut i = 1.0;
+        while i <= grant {
+            let token = &wanted[i as usize - 1];
+            if self
+                .hset(&key, &permit_field(b"p ", token), expiry.clone())
+                .is_err()
+            {
+                break;
+            }
+            granted.push(token.clone());
+            held += 1.0;
+            new += 1.0;
+            i += 1.0;
+        }
+        let waiting = wanted.len() as f64 - new;
+        let waiters = permit_field(b"w ", &me);
+        if waiting > 0.0 {
+            let value = format!("{} {}", digits(now + wait_ttl), digits(waiting));
+            let _ = self.hset(&key, &waiters, value.into_bytes());
+        } else {
+            let _ = self.hdel(&key, &waiters);
+        }
+        self.keep_for(&key, lua_max(ttl, wait_ttl));
+        let mut reply = vec![int(share), int(held)];
+        reply.extend(granted.into_iter().map(Value::BulkString));
+        Ok(Value::Array(reply))
+    }
+}
+
+/// `prefix .. name`: a permits hash's field (`'p ' .. token`, `'w ' .. replica`).
+fn permit_field(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    [prefix, name].concat()
+}
+
+/// `string.match(field, '^([pw]) (%x+)$')`: the kind and the name.
+fn permit_kind(field: &[u8]) -> Option<(u8, &[u8])> {
+    match field {
+        [kind @ (b'p' | b'w'), b' ', name @ ..]
+            if !name.is_empty() && name.iter().all(u8::is_ascii_hexdigit) =>
+        {
+            Some((*kind, name))
+        }
+        _ => None,
+    }
+}
+
+/// `permits.lua`'s `entry(value)`: `'^(%d+) ?(%d*)$'`, the expiry `exact`, the count
+/// `exact` or 0; `None` for anything else.
+fn permit_entry(value: &[u8]) -> Option<(f64, f64)> {
+    let digits = run_of(value, 0, u8::is_ascii_digit);
+    if digits == 0 {
+        return None;
+    }
+    let rest = &value[digits..];
+    let count = rest.strip_prefix(b" ").unwrap_or(rest);
+    if !count.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let expiry = exact(Some(&value[..digits]))?;
+    Some((expiry, exact(Some(count)).unwrap_or(0.0)))
+}
+
+/// `math.min(a, b)`: Lua keeps the first unless the second is smaller.
+fn lua_min(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
     }
 }
 

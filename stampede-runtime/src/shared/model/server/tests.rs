@@ -178,6 +178,76 @@ impl Fixture {
     fn get(&mut self, at_ms: u64, key: &str) -> Value {
         self.run(at_ms, &[b"GET", key.as_bytes()]).reply
     }
+
+    /// `take` on [`ADMISSION`]'s permits, the waiters' TTL the permits'.
+    fn take(
+        &mut self,
+        at_ms: u64,
+        replica: &str,
+        (limit, ttl): (u64, u64),
+        returned: &str,
+        tokens: &[&str],
+    ) -> Value {
+        let mut invocation = self.scripts.permits.prepare_invoke();
+        invocation
+            .key(ADMISSION)
+            .arg("take")
+            .arg(replica)
+            .arg(limit)
+            .arg(ttl)
+            .arg(ttl)
+            .arg(returned)
+            .arg(tokens);
+        self.eval(at_ms, invocation.arguments(false)).reply
+    }
+
+    fn renew(&mut self, at_ms: u64, ttl: u64, token: &str) -> Value {
+        let mut invocation = self.scripts.permits.prepare_invoke();
+        invocation.key(ADMISSION).arg("renew").arg(ttl).arg(token);
+        self.eval(at_ms, invocation.arguments(false)).reply
+    }
+
+    fn give(&mut self, at_ms: u64, token: &str) -> Value {
+        let mut invocation = self.scripts.permits.prepare_invoke();
+        invocation.key(ADMISSION).arg("give").arg(token);
+        self.eval(at_ms, invocation.arguments(false)).reply
+    }
+
+    /// The permits hash, field by field (`HGETALL`).
+    fn permits(&mut self, at_ms: u64) -> Vec<(String, String)> {
+        let Value::Array(items) = self.run(at_ms, &[b"HGETALL", ADMISSION.as_bytes()]).reply else {
+            panic!("HGETALL answered something else than an array");
+        };
+        items
+            .chunks(2)
+            .map(|pair| {
+                let text = |value: &Value| match value {
+                    Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                    other => panic!("HGETALL named {other:?}"),
+                };
+                (text(&pair[0]), text(&pair[1]))
+            })
+            .collect()
+    }
+}
+
+/// An admission's permits key, as `admission_key` names it.
+const ADMISSION: &str = "stampede:3:admission:{checkout}";
+
+/// A permit token of the replica `tag`: its tag, then `n` in 8 hex digits.
+fn token(tag: &str, n: u32) -> String {
+    format!("{tag}{n:08x}")
+}
+
+/// A take's reply: `{share, held, granted token…}`.
+fn taken(share: i64, held: i64, granted: &[&str]) -> Value {
+    let mut reply = vec![Value::Int(share), Value::Int(held)];
+    reply.extend(granted.iter().map(|token| bulk(token)));
+    Value::Array(reply)
+}
+
+fn field(name: &str, value: String) -> (String, String) {
+    (name.to_owned(), value)
 }
 
 fn envelope(fence: u64, at_ms: u64, version: Option<u64>, bytes: usize) -> Vec<u8> {
@@ -775,4 +845,252 @@ fn a_write_through_is_refused_after_another_invalidation_since_it_began() {
         published.reply,
         Value::Array(vec![bulk("stored"), Value::Int(1)])
     );
+}
+
+#[test]
+fn a_take_grants_up_to_the_limit_and_records_the_rest_as_waiting() {
+    let mut fixture = Fixture::new();
+    let (a1, a2, a3) = (
+        token("aaaaaaaa", 1),
+        token("aaaaaaaa", 2),
+        token("aaaaaaaa", 3),
+    );
+    assert_eq!(
+        fixture.take(T, "aaaaaaaa", (2, 100), "", &[&a1, &a2, &a3]),
+        taken(2, 2, &[&a1, &a2])
+    );
+    assert_eq!(
+        fixture.permits(T),
+        vec![
+            field(&format!("p {a1}"), (T + 100).to_string()),
+            field(&format!("p {a2}"), (T + 100).to_string()),
+            field("w aaaaaaaa", format!("{} 1", T + 100)),
+        ]
+    );
+    assert_eq!(
+        fixture.run(T, &[b"PTTL", ADMISSION.as_bytes()]).reply,
+        Value::Int(100)
+    );
+    // Full: nothing more, and the waiter's count is the tokens still asked for.
+    assert_eq!(
+        fixture.take(T + 1, "aaaaaaaa", (2, 100), "", &[&a3]),
+        taken(2, 2, &[])
+    );
+    assert_eq!(
+        fixture.permits(T + 1).last(),
+        Some(&field("w aaaaaaaa", format!("{} 1", T + 101)))
+    );
+    // The TTL is never shortened by a take with a shorter one.
+    fixture.take(T + 2, "aaaaaaaa", (2, 10), "", &[]);
+    assert_eq!(
+        fixture.run(T + 2, &[b"PTTL", ADMISSION.as_bytes()]).reply,
+        Value::Int(99)
+    );
+}
+
+#[test]
+fn replicas_share_the_limit_max_min_fairly_ties_by_name() {
+    let mut fixture = Fixture::new();
+    let a: Vec<String> = (1..=4).map(|n| token("aaaaaaaa", n)).collect();
+    let b: Vec<String> = (1..=3).map(|n| token("bbbbbbbb", n)).collect();
+    let (a, b): (Vec<&str>, Vec<&str>) = (
+        a.iter().map(String::as_str).collect(),
+        b.iter().map(String::as_str).collect(),
+    );
+    // Alone, a replica's share is the whole limit.
+    assert_eq!(
+        fixture.take(T, "aaaaaaaa", (4, 100), "", &a[..3]),
+        taken(3, 3, &a[..3])
+    );
+    // Each wants 3 of 4: an even split, 2 each; B gets the one free permit.
+    assert_eq!(
+        fixture.take(T + 1, "bbbbbbbb", (4, 100), "", &b),
+        taken(2, 4, &b[..1])
+    );
+    // A ends a load and asks for another: its permit goes to B's waiters, not back to A
+    // (each still wants 3; A holds 2, its share).
+    assert_eq!(
+        fixture.take(T + 2, "aaaaaaaa", (4, 100), a[0], &a[3..]),
+        taken(2, 3, &[])
+    );
+    // B's take sent again: the permit it holds counts as granted, and it takes the free one.
+    assert_eq!(
+        fixture.take(T + 3, "bbbbbbbb", (4, 100), "", &b),
+        taken(2, 4, &b[..2])
+    );
+    let held: Vec<String> = fixture
+        .permits(T + 3)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("p "))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        held,
+        [a[1], a[2], b[0], b[1]].map(|token| format!("p {token}"))
+    );
+}
+
+#[test]
+fn a_lapsed_permit_is_reclaimed_and_its_late_renew_and_give_refused() {
+    let mut fixture = Fixture::new();
+    let (a1, b1) = (token("aaaaaaaa", 1), token("bbbbbbbb", 1));
+    assert_eq!(
+        fixture.take(T, "aaaaaaaa", (1, 10), "", &[&a1]),
+        taken(1, 1, &[&a1])
+    );
+    // Renewed while it lasts: to now + ttl, and the key kept as long.
+    assert_eq!(fixture.renew(T + 5, 10, &a1), Value::Int(1));
+    assert_eq!(
+        fixture.permits(T + 5),
+        vec![field(&format!("p {a1}"), (T + 15).to_string())]
+    );
+    // Alive through its expiry's millisecond (A's share, the tie going to A by name),
+    // lapsed after: another replica takes it.
+    assert_eq!(
+        fixture.take(T + 15, "bbbbbbbb", (1, 100), "", &[&b1]),
+        taken(0, 1, &[])
+    );
+    assert_eq!(
+        fixture.take(T + 16, "bbbbbbbb", (1, 100), "", &[&b1]),
+        taken(1, 1, &[&b1])
+    );
+    assert_eq!(fixture.renew(T + 17, 10, &a1), Value::Int(0));
+    assert_eq!(fixture.give(T + 17, &a1), Value::Int(0));
+    assert_eq!(
+        fixture.permits(T + 17),
+        vec![field(&format!("p {b1}"), (T + 116).to_string())]
+    );
+    // A lapsed permit no take has reclaimed yet: its renew refuses and deletes it, and
+    // the hash left empty is no key at all.
+    fixture.give(T + 18, &b1);
+    fixture.take(T + 20, "aaaaaaaa", (1, 10), "", &[&a1]);
+    assert_eq!(fixture.renew(T + 31, 10, &a1), Value::Int(0));
+    assert_eq!(
+        fixture
+            .run(T + 31, &[b"EXISTS", ADMISSION.as_bytes()])
+            .reply,
+        Value::Int(0)
+    );
+}
+
+#[test]
+fn a_permit_is_given_back_once() {
+    let mut fixture = Fixture::new();
+    let a1 = token("aaaaaaaa", 1);
+    fixture.take(T, "aaaaaaaa", (1, 100), "", &[&a1]);
+    assert_eq!(fixture.give(T + 1, &a1), Value::Int(1));
+    assert_eq!(fixture.give(T + 2, &a1), Value::Int(0));
+    assert_eq!(fixture.renew(T + 3, 100, &a1), Value::Int(0));
+    assert_eq!(fixture.give(T + 3, &token("aaaaaaaa", 2)), Value::Int(0));
+}
+
+#[test]
+fn a_take_sent_again_grants_its_tokens_once() {
+    let mut fixture = Fixture::new();
+    let (a1, a2) = (token("aaaaaaaa", 1), token("aaaaaaaa", 2));
+    // A share is never above what the replica wants.
+    let first = fixture.take(T, "aaaaaaaa", (3, 100), "", &[&a1, &a2]);
+    assert_eq!(first, taken(2, 2, &[&a1, &a2]));
+    // The reply was lost and the call sent again: the same permits, none more.
+    assert_eq!(
+        fixture.take(T + 1, "aaaaaaaa", (3, 100), "", &[&a1, &a2, &a1]),
+        taken(2, 2, &[&a1, &a2])
+    );
+    assert_eq!(fixture.permits(T + 1).len(), 2, "two permits, no waiter");
+    // Renewed by the retry's permits, not counted twice.
+    assert_eq!(
+        fixture.permits(T + 1)[0],
+        field(&format!("p {a1}"), (T + 100).to_string())
+    );
+}
+
+#[test]
+fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
+    let mut fixture = Fixture::new();
+    let a1 = token("aaaaaaaa", 1);
+    fixture.run(T, &[b"SET", ADMISSION.as_bytes(), b"x"]);
+    assert_eq!(fixture.renew(T, 10, &a1), Value::Int(0));
+    assert_eq!(fixture.give(T, &a1), Value::Int(0));
+    assert_eq!(
+        fixture.take(T, "aaaaaaaa", (1, 100), "", &[&a1]),
+        taken(1, 1, &[&a1])
+    );
+    let far = (T + 1_000_000).to_string();
+    for (name, value) in [
+        ("f", "v"),
+        ("p abc", far.as_str()),
+        ("p 0000000e0000000g", far.as_str()),
+        ("w cccccccc", "soon"),
+        ("w dddddddd", "1 2"),
+    ] {
+        fixture.run(
+            T,
+            &[
+                b"HSET",
+                ADMISSION.as_bytes(),
+                name.as_bytes(),
+                value.as_bytes(),
+            ],
+        );
+    }
+    // A foreign holder's permit and another replica's waiters count; the rest goes.
+    fixture.run(
+        T,
+        &[
+            b"HSET",
+            ADMISSION.as_bytes(),
+            b"p 0000000e00000001",
+            far.as_bytes(),
+            b"w 0000000f",
+            format!("{far} 2").as_bytes(),
+        ],
+    );
+    // 0000000e holds 1 and 0000000f waits for 2; aaaaaaaa holds 1 and asks for 1 more,
+    // ties with 0000000f at 2 and comes after it by name: of the 4, 1 is left for it,
+    // the one it holds.
+    assert_eq!(
+        fixture.take(T + 1, "aaaaaaaa", (4, 100), "", &[&token("aaaaaaaa", 2)]),
+        taken(1, 2, &[])
+    );
+    let names: Vec<String> = fixture
+        .permits(T + 1)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "p 0000000e00000001".to_owned(),
+            format!("p {a1}"),
+            "w 0000000f".to_owned(),
+            "w aaaaaaaa".to_owned(),
+        ]
+    );
+    let mut invocation = fixture.scripts.permits.prepare_invoke();
+    invocation.key(ADMISSION).arg("borrow").arg(a1.as_str());
+    assert_eq!(
+        fixture.eval(T + 2, invocation.arguments(false)).reply,
+        error_reply("ERR unknown permits operation")
+    );
+}
+
+#[test]
+fn full_memory_refuses_a_take_that_wrote_nothing_before() {
+    let mut fixture = Fixture::new();
+    let (a1, a2) = (token("aaaaaaaa", 1), token("aaaaaaaa", 2));
+    fixture.take(T, "aaaaaaaa", (2, 100), "", &[&a1]);
+    fixture.server.set_memory_full(true);
+    // Nothing deleted first: the permit cannot be written, and the renew neither.
+    assert_eq!(
+        fixture.take(T + 1, "aaaaaaaa", (2, 100), "", &[&a2]),
+        taken(2, 1, &[])
+    );
+    assert_eq!(fixture.renew(T + 1, 100, &a1), Value::Int(0));
+    // A returned permit is an HDEL first: after it, Redis lets the script write.
+    assert_eq!(
+        fixture.take(T + 2, "aaaaaaaa", (2, 100), &a1, &[&a2]),
+        taken(1, 1, &[&a2])
+    );
+    // Giving back deletes only: never refused.
+    assert_eq!(fixture.give(T + 3, &a2), Value::Int(1));
 }

@@ -15,7 +15,7 @@
 --   Tokens already granted (a call sent again after its reply was lost) count as granted.
 --   Tokens left ungranted are recorded as waiting, for the other replicas' shares.
 -- renew(op='renew', ttl ms, token) -> 1 while the permit is still the token's, else 0.
--- give(op='give', token) -> 1 if the permit was the token's to give back, else 0.
+-- give(op='give', token) -> 1 if the token's permit was recorded (lapsed or not), else 0.
 local op = ARGV[1]
 local now = now_ms()
 
