@@ -38,9 +38,11 @@ fn more_seeded_runs_break_no_guarantee() {
 /// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {
-    // Found before `load_timeout` was drawn: run as they were then.
+    // Found before `load_timeout` and fleet-wide admission were drawn: run as they
+    // were then.
     let fleet = Config {
         load_timeouts: false,
+        fleet_admission: false,
         ..Config::default()
     };
     let mixed = Config {
@@ -132,6 +134,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
     let mixed = Config {
         replicas: (2, 16),
         load_timeouts: false,
+        fleet_admission: false,
         ..Config::default()
     };
     if std::env::var_os(PRINT_TRACE).is_some() {

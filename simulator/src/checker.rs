@@ -32,6 +32,10 @@ pub struct Quiescent {
     pub replica: usize,
     pub in_flight: u64,
     pub queued: u64,
+    /// A fleet-wide admission's permits the replica holds.
+    pub permits_held: u64,
+    /// Loads that took the replica's local share of a fleet-wide admission.
+    pub local_permits: u64,
 }
 
 fn us(duration: Duration) -> u64 {
@@ -58,6 +62,10 @@ pub fn check(
     bounded(shape, faulty, events, &mut violations);
     if let Some(limit) = shape.admission {
         admitted(limit, events, &mut violations);
+        if shape.fleet_admission {
+            let replicas = replicas(events).max(quiescent.len());
+            admitted_fleet_wide(shape, limit, faulty, replicas, events, &mut violations);
+        }
     }
     if let Some(limit) = shape.load_timeout {
         abandoned_in_time(limit, events, &mut violations);
@@ -67,6 +75,18 @@ pub fn check(
             violations.push(format!(
                 "(g) r{}: {} loads still in flight once quiet",
                 replica.replica, replica.in_flight
+            ));
+        }
+        if replica.permits_held > 0 {
+            violations.push(format!(
+                "(g) r{}: {} fleet-wide permits still held once quiet",
+                replica.replica, replica.permits_held
+            ));
+        }
+        if !faulty && replica.local_permits > 0 {
+            violations.push(format!(
+                "(f) r{}: {} loads took the local share of a fleet-wide admission with the store healthy",
+                replica.replica, replica.local_permits
             ));
         }
         if replica.queued > 0 {
@@ -324,6 +344,59 @@ fn abandoned_in_time(limit: Duration, events: &[Event], violations: &mut Vec<Str
             violations.push(format!(
                 "(h) r{replica} k{key}: an origin call ran from {start} µs to {end} µs, past its load_timeout of {limit:?}"
             ));
+        }
+    }
+}
+
+/// How many replicas called the origin (a killed one's successor is another).
+fn replicas(events: &[Event]) -> usize {
+    (events.iter())
+        .filter_map(|event| match event {
+            Event::Origin { replica, .. } => Some(*replica + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// (f) for a fleet-wide admission: the whole fleet's origin calls at once. Without faults
+/// they never pass the limit. With faults, the documented bound: the fleet's permits,
+/// plus each replica's local share while the store cannot be reached, plus the permits
+/// a restart without data or a freeze past the permit TTL took from calls still running
+/// (at most the limit again).
+fn admitted_fleet_wide(
+    shape: &Shape,
+    limit: usize,
+    faulty: bool,
+    replicas: usize,
+    events: &[Event],
+    violations: &mut Vec<String>,
+) {
+    let bound = match faulty {
+        false => limit,
+        true => 2 * limit + replicas * shape.local_limit(),
+    };
+    let mut edges: Vec<(u64, i64)> = Vec::new();
+    let mut batches = std::collections::BTreeSet::new();
+    for event in events {
+        if let Event::Origin {
+            start, end, batch, ..
+        } = event
+            && (*batch == 0 || batches.insert(*batch))
+        {
+            edges.push((*start, 1));
+            edges.push((*end, -1));
+        }
+    }
+    edges.sort();
+    let mut running = 0_i64;
+    for (at, change) in edges {
+        running += change;
+        if running > bound as i64 {
+            violations.push(format!(
+                "(f) the fleet: {running} origin calls at once at {at} µs, past the fleet-wide bound {bound} (limit {limit})"
+            ));
+            return;
         }
     }
 }

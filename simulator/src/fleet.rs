@@ -152,6 +152,9 @@ impl Replica {
         let mut builder = Runtime::builder().backend(backend).clock(Clock::tokio());
         if let Some(limit) = shape.admission {
             builder = builder.admission("db", limit, Duration::from_secs(1));
+            if shape.fleet_admission {
+                builder = builder.admission_fleet_wide("db", None);
+            }
         }
         let runtime = builder.build().expect("a simulated replica's runtime");
         let mut policy = Policy::builder("sim")

@@ -34,6 +34,9 @@ pub struct Config {
     /// Whether a quarter of the seeds set `load_timeout` (off: each seed runs as it did
     /// before the setting existed).
     pub load_timeouts: bool,
+    /// Whether half the seeds with an admission on a shared store make it fleet-wide
+    /// (off: each seed runs as it did before fleet-wide admission existed).
+    pub fleet_admission: bool,
 }
 
 impl Default for Config {
@@ -43,6 +46,7 @@ impl Default for Config {
             operations: 200,
             faults: true,
             load_timeouts: true,
+            fleet_admission: true,
         }
     }
 }
@@ -239,6 +243,9 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     if config.load_timeouts {
         shape.draw_load_timeout(seed);
     }
+    if config.fleet_admission {
+        shape.draw_fleet_admission(seed);
+    }
     let shape = Arc::new(shape);
     let (fewest, most) = config.replicas;
     let replicas = rng.usize(fewest.max(1)..=most.max(fewest).max(1));
@@ -327,6 +334,7 @@ async fn simulate(seed: u64, config: &Config) -> Report {
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     for replica in &processes {
+        let fleet = replica.runtime.fleet_admission("db");
         quiescent.push(checker::Quiescent {
             replica: replica.index,
             in_flight: replica.cache.stats().in_flight,
@@ -334,6 +342,8 @@ async fn simulate(seed: u64, config: &Config) -> Report {
                 .runtime
                 .backend_stats()
                 .map_or(0, |stats| stats.invalidations_queued),
+            permits_held: fleet.as_ref().map_or(0, |fleet| fleet.held),
+            local_permits: fleet.as_ref().map_or(0, |fleet| fleet.local_total),
         });
     }
     let leases = if shape.shared() { world.leases() } else { 0 };

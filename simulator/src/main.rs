@@ -40,6 +40,7 @@ fn main() {
             "--operations" => config.operations = value("--operations") as usize,
             "--no-faults" => config.faults = false,
             "--no-load-timeouts" => config.load_timeouts = false,
+            "--no-fleet-admission" => config.fleet_admission = false,
             "--trace" => trace = true,
             other => usage(&format!("unknown argument `{other}`")),
         }

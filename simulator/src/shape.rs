@@ -29,8 +29,11 @@ pub struct Shape {
     /// Some calls are batch loads of several keys.
     pub batch: bool,
     pub lease: Duration,
-    /// Origin calls at once per replica.
+    /// Origin calls at once per replica, or for the whole fleet with `fleet_admission`.
     pub admission: Option<usize>,
+    /// The admission is fleet-wide (`scope = "fleet"`), drawn apart from the rest (see
+    /// [`Shape::draw_fleet_admission`]).
+    pub fleet_admission: bool,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -76,6 +79,7 @@ impl Shape {
             admission: (rng.u8(0..4) == 0).then(|| rng.usize(1..4)),
             timeout: (rng.u8(0..4) == 0).then(|| ms(rng.u64(100..2000))),
             load_timeout: None,
+            fleet_admission: false,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -90,6 +94,19 @@ impl Shape {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x10ad_0000_7173_0000);
         let drawn = (rng.u8(0..4) == 0).then(|| ms(rng.u64(30..400)));
         self.load_timeout = drawn.filter(|_| !self.batch);
+    }
+
+    /// A fleet-wide admission for half the seeds with an admission on a shared store, from
+    /// a generator of its own, so every other seed runs as before.
+    pub fn draw_fleet_admission(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xf1ee_7000_0ad0_0000);
+        self.fleet_admission = self.admission.is_some() && self.shared() && rng.bool();
+    }
+
+    /// The permits a replica takes on its own while the store cannot be reached: the
+    /// default, a quarter of the limit rounded up.
+    pub fn local_limit(&self) -> usize {
+        self.admission.map_or(0, |limit| limit.div_ceil(4))
     }
 
     /// Whether the replicas share a store.
