@@ -134,9 +134,19 @@ impl Problems {
     }
 }
 
-/// The commands of the scripts a user may lack without losing a feature: `INFO` only
-/// adds the run-id check to a publish.
-const OPTIONAL: &[&str] = &["info"];
+/// The commands of the scripts a user may lack and still share a cache, each with what it
+/// costs: `INFO` only adds the run-id check to a publish; the hash commands are only a
+/// fleet-wide admission's.
+const OPTIONAL: &[(&str, &str)] = &[
+    ("info", "a publish is checked by its key's fence alone, not also by the server's run id (see the production guide)"),
+    ("hset", FLEET_ONLY),
+    ("hgetall", FLEET_ONLY),
+    ("hget", FLEET_ONLY),
+    ("hdel", FLEET_ONLY),
+    ("pexpire", FLEET_ONLY),
+];
+
+const FLEET_ONLY: &str = "a fleet-wide admission (scope = \"fleet\") cannot keep its permits in Redis and each replica takes its local_limit instead";
 
 impl Client {
     /// Tries, once, every command stampede sends (inside its scripts and outside them) on
@@ -189,13 +199,17 @@ impl Client {
         let mut scan = redis::cmd("SCAN");
         scan.arg(0).arg("MATCH").arg(&key).arg("COUNT").arg(1);
         refused.extend(outside("scan", scan).await);
-        let (optional, required): (Vec<_>, Vec<_>) = refused.into_iter().partition(|refusal| {
-            OPTIONAL
-                .iter()
-                .any(|name| refusal.starts_with(&format!("{name}:")))
-        });
-        if !optional.is_empty() {
-            tracing::info!(target: "stampede", refused = %optional.join("; "), "Redis does not let this user run INFO: a publish is checked by its key's fence alone, not also by the server's run id (see the production guide)");
+        let cost = |refusal: &str| {
+            (OPTIONAL.iter())
+                .find(|(name, _)| refusal.starts_with(&format!("{name}:")))
+                .map(|(_, cost)| *cost)
+        };
+        let (optional, required): (Vec<_>, Vec<_>) = refused
+            .into_iter()
+            .partition(|refusal| cost(refusal).is_some());
+        for refusal in &optional {
+            let cost = cost(refusal).unwrap_or_default();
+            tracing::info!(target: "stampede", %refusal, "Redis does not let this user run a command: {cost}");
         }
         let required =
             (!required.is_empty()).then(|| advice(Cause::Permission, &required.join("; ")));

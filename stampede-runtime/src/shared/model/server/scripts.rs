@@ -833,6 +833,11 @@ impl Run<'_> {
         let channel = self.arg(1)?.to_vec();
         self.send(&channel, b"probe".to_vec());
         try_command("info", self.info().map(drop));
+        // The hash commands of `permits.lua`; HGETALL, HGET and PEXPIRE are refused only
+        // by an ACL.
+        try_command("hset", self.hset(&key, b"probe", b"1".to_vec()));
+        let _ = self.hdel(&key, b"probe");
+        self.del(&[&key]);
         Ok(Value::Array(refused))
     }
 
