@@ -513,3 +513,53 @@ async fn a_tenants_flush_leaves_another_tenant_its_share_of_the_admission() {
         "without a share the reads queue behind the flush: {unshared:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn one_call_can_carry_a_priority_of_its_own() {
+    let runtime = Runtime::builder()
+        .admission("db", 2, Duration::from_secs(10))
+        .admission_shares("db", 1, Some(1))
+        .build()
+        .unwrap();
+    // A normal-priority cache: its calls queue, and only High ones take the reserved permit.
+    let rows = paused_on(
+        &runtime,
+        Policy::builder("rows").fresh(60_000 * MS).admission("db"),
+    );
+    let origin = Origin::default();
+    // The shared permit is taken and one load queues behind it.
+    let running = load(&rows, &origin, 1, 50 * MS);
+    let queued = load(&rows, &origin, 2, 50 * MS);
+    sleep(MS).await;
+    // Wrapped as High: the reserved permit, at once.
+    let urgent = {
+        let (rows, origin) = (rows.clone(), origin.clone());
+        tokio::spawn(stampede::priority(Priority::High, async move {
+            rows.load(3, move || async move { Ok(origin.slow(50 * MS).await) })
+                .await
+        }))
+    };
+    sleep(MS).await;
+    assert_eq!(
+        origin.max_running(),
+        2,
+        "the high call runs beside the first"
+    );
+    // Wrapped as Low with a load queued already: shed at once, without queueing.
+    let (rows_low, origin_low) = (rows.clone(), origin.clone());
+    let shed = stampede::priority(Priority::Low, async move {
+        rows_low
+            .load(4, move || async move { Ok(origin_low.slow(50 * MS).await) })
+            .await
+    })
+    .await;
+    assert!(is_overloaded(&shed), "{shed:?}");
+    assert_eq!(rows.stats().shed_early, 1);
+    // Unwrapped, the same cache's calls are normal again: this one queues, and is admitted.
+    for result in [running, queued, urgent] {
+        assert!(result.await.unwrap().is_ok());
+    }
+    let again = load(&rows, &origin, 4, 50 * MS);
+    assert!(again.await.unwrap().is_ok());
+    assert_eq!(rows.stats().shed_early, 1);
+}

@@ -56,7 +56,9 @@ pub use config::{Backend, ConfigError, Overrides, DEFAULT_QUEUE_TIMEOUT};
 pub use error::{Error, OriginError};
 pub use handle::{ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
-pub use per_call::{bypass, bypass_blocking, refresh, refresh_blocking, PerCall};
+pub use per_call::{
+    bypass, bypass_blocking, priority, refresh, refresh_blocking, PerCall, Prioritized,
+};
 pub use policy::Priority;
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};

@@ -1,5 +1,6 @@
 //! One call of a cached function that skips the cache ([`bypass`]) or refreshes it
-//! ([`refresh`]), like the `cached` crate's `_no_cache` and `force_refresh`.
+//! ([`refresh`]), like the `cached` crate's `_no_cache` and `force_refresh`, or whose
+//! loads carry a priority of their own ([`priority`]).
 //!
 //! The choice travels in a thread-local for the span of one poll: the wrapper sets it
 //! before the first poll of the call it wraps, and the cached function takes it (and so
@@ -114,4 +115,30 @@ fn with_mode<T>(mode: CallMode, call: impl FnOnce() -> T) -> T {
     NEXT.with(|next| next.set(mode));
     let _clear = Clear;
     call()
+}
+
+tokio::task_local! {
+    /// The priority [`priority`] gives the loads under it.
+    static PRIORITY: crate::Priority;
+}
+
+/// A future whose loads carry a priority of their own; see [`priority`].
+pub type Prioritized<F> = tokio::task::futures::TaskLocalFuture<crate::Priority, F>;
+
+/// Runs `call` with `priority` for every load it leads, over the cache's own priority
+/// (see [`Priority`](crate::Priority)): `stampede::priority(Priority::Low,
+/// load_report(7)).await`. A call that finds a fresh value is answered as usual; one that
+/// leads a load (a miss, a stale-window or XFetch refresh) takes its admission permit at
+/// `priority`, even when the load goes on after the caller stops waiting. A call that
+/// joins another caller's load waits for it at that caller's priority: it takes no
+/// permit. Cached functions the origin calls in turn inherit it (the whole future runs
+/// under it), as do [`Cache::load`](crate::Cache::load) calls inside it.
+pub fn priority<F: Future>(priority: crate::Priority, call: F) -> Prioritized<F> {
+    PRIORITY.scope(priority, call)
+}
+
+/// The priority the current task's [`priority`] set, if any: read once per load led,
+/// never on a hit.
+pub(crate) fn current_priority() -> Option<crate::Priority> {
+    PRIORITY.try_with(|priority| *priority).ok()
 }

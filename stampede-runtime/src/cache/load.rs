@@ -33,6 +33,7 @@ use crate::deadline::within;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Join, Outcome};
+use crate::policy::Priority;
 use crate::shared::tier::Found;
 use std::future::Future;
 use std::hash::Hash;
@@ -266,7 +267,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             asked: self.clock.precise(),
             clock: self.clock.clone(),
         };
-        Self::steps(self.clone(), key, leader, origin, purpose, timed).instrument(span)
+        // Read here, in the leading caller's task, before a detached load leaves it.
+        let priority = crate::per_call::current_priority().unwrap_or(self.policy.priority());
+        Self::steps(self.clone(), key, leader, origin, purpose, timed, priority).instrument(span)
     }
 
     /// [`Inner::lead`]'s steps, in order; `timed` records their duration on the span when
@@ -284,6 +287,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         origin: O,
         purpose: Purpose<V>,
         timed: Timed,
+        priority: Priority,
     ) -> impl Future<Output = Result<V, E>> + use<K, V, E, O, Fut>
     where
         O: FnOnce() -> Fut,
@@ -331,7 +335,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             // caches that have one).
             let admitted = match self.gate {
                 Gate::Open => Ok(None),
-                _ => Box::pin(self.admit(&key)).await,
+                _ => Box::pin(self.admit(&key, priority)).await,
             };
             let permit = match admitted {
                 Ok(permit) => permit,
@@ -396,10 +400,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         }
     }
 
-    /// Step 4: a permit of the cache's admission semaphore (none needed without one), or
-    /// the error that stops this load: `Overloaded` past the queue timeout, or a closed
-    /// gate's.
-    async fn admit(&self, key: &K) -> Result<Option<Permit>, Error> {
+    /// Step 4: a permit of the cache's admission semaphore (none needed without one) at
+    /// the leading call's `priority`, or the error that stops this load: `Overloaded` past
+    /// the queue timeout, or a closed gate's.
+    async fn admit(&self, key: &K, priority: Priority) -> Result<Option<Permit>, Error> {
         let admission = match &self.gate {
             Gate::Open => return Ok(None),
             Gate::Closed(error) => return Err(error.clone()),
@@ -410,7 +414,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         super::batch::parked();
         let group = self.admission_group.as_ref().map(|group| group(key));
         let replica = self.tier().map(|tier| &tier.replica);
-        let permit = (admission.enter(self.policy.priority(), group, replica)).await;
+        let permit = (admission.enter(priority, group, replica)).await;
         let waited = self.clock.precise().saturating_duration_since(asked);
         self.counters.admission_wait.record(waited);
         match permit {
