@@ -207,9 +207,9 @@ async fn flush(settings: &Settings, url: &str, run: Run, name: &str) -> Row {
     if run == Run::FleetKilled {
         let whole = settings.origin_latency * (settings.keys as u32) / (settings.limit as u32);
         tokio::time::sleep(whole / 2).await;
-        doomed
-            .take()
-            .map(tokio::runtime::Runtime::shutdown_background);
+        if let Some(doomed) = doomed.take() {
+            doomed.shutdown_background();
+        }
     }
     let mut lost = 0;
     for load in loads {
@@ -221,9 +221,9 @@ async fn flush(settings: &Settings, url: &str, run: Run, name: &str) -> Row {
     }
     let took = started.elapsed();
     // Not dropped: a runtime cannot be dropped inside another's task.
-    doomed
-        .take()
-        .map(tokio::runtime::Runtime::shutdown_background);
+    if let Some(doomed) = doomed.take() {
+        doomed.shutdown_background();
+    }
     let calls = origin.calls.lock().unwrap().clone();
     let last_start = calls.iter().map(|c| c.0).max().unwrap_or(started);
     let window = last_start.duration_since(started).as_secs_f64().max(1e-9);
