@@ -247,7 +247,7 @@ const BAD_FILES: &[Bad] = &[
         text: "[admission.db]\nlimit = 8\nscope = \"fleet\"\npermit_ttl = \"50ms\"\n",
         line: 4,
         key: Some("admission.db.permit_ttl"),
-        says: "permit_ttl must be at least 200ms",
+        says: "permit_ttl must be at least 1s",
     },
     Bad {
         name: "unknown-priority",

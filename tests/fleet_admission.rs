@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 use testkit::RedisServer;
 
 const FLEET_LIMIT: usize = 40;
+
+/// One test of this file at a time: each measures how busy a fleet keeps the origin, and
+/// eight replicas' worth of tasks beside another test's would measure the machine.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PERMIT_TTL: Duration = Duration::from_millis(1000);
 
 /// A replica whose admission `db` allows `limit` origin calls at once: the whole fleet's
@@ -136,7 +140,8 @@ async fn eight_replicas_flushing_two_thousand_keys_stay_within_the_fleet_limit_a
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let latency = Duration::from_millis(40);
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let latency = Duration::from_millis(60);
     let replicas: Vec<Runtime> = (0..8)
         .map(|_| replica(redis.url(), FLEET_LIMIT, true, 5))
         .collect();
@@ -179,6 +184,7 @@ async fn a_replica_with_a_backlog_does_not_starve_one_that_asks_later() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let latency = Duration::from_millis(30);
     let busy = replica(redis.url(), 8, true, 2);
     let late = replica(redis.url(), 8, true, 2);
@@ -240,6 +246,7 @@ async fn a_store_that_cannot_be_reached_leaves_each_replica_its_local_share() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let runtime = replica_waiting(
         redis.url(),
         FLEET_LIMIT,
@@ -328,6 +335,7 @@ async fn a_replica_killed_mid_flush_gives_its_permits_back_within_the_permit_ttl
     let Some(redis) = RedisServer::start() else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let latency = Duration::from_millis(40);
     let replicas: Vec<Runtime> = (0..7)
         .map(|_| replica(redis.url(), FLEET_LIMIT, true, 5))
@@ -431,10 +439,11 @@ async fn loads_shed_or_dropped_while_queued_leave_no_permit_behind() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let file = common::ConfigFile::new(
         "fleet-admission-shed",
         &format!(
-            "[backend]\nresponse_timeout = \"{}ms\"\n[admission.db]\nlimit = 3\nqueue_timeout = \"150ms\"\nscope = \"fleet\"\n",
+            "[backend]\nresponse_timeout = \"{}ms\"\n[admission.db]\nlimit = 3\nqueue_timeout = \"400ms\"\nscope = \"fleet\"\n",
             PATIENT_REDIS.as_millis()
         ),
     );
@@ -449,6 +458,13 @@ async fn loads_shed_or_dropped_while_queued_leave_no_permit_behind() {
         })
         .collect();
     let caches: Vec<_> = replicas.iter().map(cache).collect();
+    // Connected first: the storm measures the admission, not the first connection.
+    for (key, cache) in (1000..).zip(&caches) {
+        assert_eq!(
+            cache.load(key, move || async move { Ok(key) }).await,
+            Ok(key)
+        );
+    }
     let timeline = Timeline::default();
     let latency = Duration::from_millis(40);
     let loads: Vec<_> = (0..120u64)
@@ -496,5 +512,49 @@ async fn loads_shed_or_dropped_while_queued_leave_no_permit_behind() {
             permit_fields(&redis)
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fewer_permits_than_replicas_every_replica_takes_its_turn() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let latency = Duration::from_millis(25);
+    // Two permits, four replicas with a backlog each: the remainder goes round by turns.
+    let replicas: Vec<Runtime> = (0..4).map(|_| replica(redis.url(), 2, true, 1)).collect();
+    let caches: Vec<_> = replicas.iter().map(cache).collect();
+    let timeline = Timeline::default();
+    let done = Arc::new(AtomicUsize::new(0));
+    let first_done: Arc<Mutex<Vec<Option<usize>>>> = Arc::new(Mutex::new(vec![None; 4]));
+    let mut loads = Vec::new();
+    for key in 0..240u64 {
+        let at = key as usize % 4;
+        let (cache, timeline) = (caches[at].clone(), timeline.clone());
+        let (done, first_done) = (done.clone(), first_done.clone());
+        loads.push(tokio::spawn(async move {
+            let answer = cache
+                .load(
+                    key,
+                    move || async move { timeline.call(key, latency).await },
+                )
+                .await;
+            let finished = done.fetch_add(1, Ordering::SeqCst);
+            first_done.lock().unwrap()[at].get_or_insert(finished);
+            answer
+        }));
+    }
+    for (key, load) in (0..).zip(loads) {
+        assert_eq!(bounded(load).await.unwrap(), Ok(key));
+    }
+    let first_done = first_done.lock().unwrap().clone();
+    println!("each replica's first answer came after this many loads: {first_done:?}");
+    assert!(timeline.max() <= 2, "{} at once", timeline.max());
+    // 240 loads of 25 ms on 2 permits take 3 s, twelve turns of 250 ms: each replica is
+    // served within its first two turns (40 loads), long before the others' backlogs end.
+    for (replica, first) in first_done.iter().enumerate() {
+        let first = first.unwrap();
+        assert!(first < 120, "replica {replica} waited behind {first} loads");
     }
 }

@@ -232,7 +232,10 @@ impl Admission {
         let asked = crate::clock::StoreInstant::now();
         let mut permit = self.enter_replica(priority, group).await?;
         let left = self.queue_timeout.saturating_sub(asked.elapsed());
-        match deadline::within(left, fleet.enter(replica)).await {
+        // Waiting for the fleet is queueing too: `low_queue` counts these loads.
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = Queued(&self.queued);
+        match deadline::within(left, fleet.enter(replica, priority)).await {
             Some(in_fleet) => {
                 permit._fleet = Some(Box::new(in_fleet));
                 Ok(permit)

@@ -131,8 +131,9 @@ pub type Prioritized<F> = tokio::task::futures::TaskLocalFuture<crate::Priority,
 /// leads a load (a miss, a stale-window or XFetch refresh) takes its admission permit at
 /// `priority`, even when the load goes on after the caller stops waiting. A call that
 /// joins another caller's load waits for it at that caller's priority: it takes no
-/// permit. Cached functions the origin calls in turn inherit it (the whole future runs
-/// under it), as do [`Cache::load`](crate::Cache::load) calls inside it.
+/// permit. [`Cache::load`](crate::Cache::load) calls inside it carry it too, and so do
+/// cached functions the origins call while the call waits for them (not from a refresh
+/// that runs on after the call was answered).
 pub fn priority<F: Future>(priority: crate::Priority, call: F) -> Prioritized<F> {
     PRIORITY.scope(priority, call)
 }

@@ -18,15 +18,17 @@
 //!   of them at a time, at most every [`POLL`], and what the store grants goes to the
 //!   first in line. Those asks also tell the replica its share as the others' demand
 //!   changes.
-//! - **The store unreachable:** loads take the replica's own `local_limit` permits instead,
-//!   for [`RETRY`] before the store is asked again. The fleet then sees at most
+//! - **The store unreachable** (its circuit breaker open, or [`FAILED_ASKS`] asks in a
+//!   row unanswered): loads take the replica's own `local_limit` permits instead, for
+//!   [`RETRY`] before the store is asked again. The fleet then sees at most
 //!   `local_limit` origin calls per replica cut off (plus those holding store permits from
 //!   before, until they end), never an unbounded number.
 use crate::clock::StoreInstant as Instant;
 use crate::config::FleetWide;
+use crate::policy::Priority;
 use crate::shared::background;
 use crate::shared::replica::Replica;
-use crate::shared::store::{LeaseToken, PermitRequest};
+use crate::shared::store::{PermitRequest, PermitToken, StoreError};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,6 +42,11 @@ pub(crate) const POLL: Duration = Duration::from_millis(20);
 const WAIT_TTL: Duration = Duration::from_millis(200);
 /// How long loads take the local share after the store could not be asked.
 pub(crate) const RETRY: Duration = Duration::from_secs(1);
+/// Asks in a row that failed before the store is taken as unreachable (at once when the
+/// circuit breaker is open): one slow answer leaves the line waiting for the next poll.
+const FAILED_ASKS: u32 = 2;
+/// The most permits one ask names: a line longer than this asks again as grants come.
+const MOST_ASKED: usize = 256;
 
 /// One admission's fleet-wide side, in one replica.
 #[derive(Debug)]
@@ -68,6 +75,8 @@ struct State {
     share: usize,
     /// Until when the store is taken as unreachable.
     unreachable_until: Option<Instant>,
+    /// Asks in a row that got no answer.
+    failed_asks: u32,
     counts: FleetCounts,
 }
 
@@ -106,7 +115,7 @@ pub(crate) struct Stored(Option<Holding>);
 struct Holding {
     fleet: Arc<Fleet>,
     replica: Arc<Replica>,
-    token: LeaseToken,
+    token: PermitToken,
     renewing: JoinHandle<()>,
     /// A renewal found the permit gone (lapsed, reclaimed): it is handed to no one.
     lost: Arc<AtomicBool>,
@@ -139,8 +148,13 @@ impl Fleet {
     }
 
     /// A permit: the store's, or the local share's while the store cannot be reached.
-    /// Waits as long as it takes; the admission's queue timeout bounds it.
-    pub(crate) async fn enter(self: &Arc<Self>, replica: &Arc<Replica>) -> FleetPermit {
+    /// Waits as long as it takes; the admission's queue timeout bounds it. A `High` load
+    /// goes to the front of this replica's line.
+    pub(crate) async fn enter(
+        self: &Arc<Self>,
+        replica: &Arc<Replica>,
+        priority: Priority,
+    ) -> FleetPermit {
         let (answer, mut granted) = oneshot::channel();
         let in_line = {
             let mut state = self.state();
@@ -148,7 +162,11 @@ impl Fleet {
             (!unreachable).then(|| {
                 let id = state.next_id;
                 state.next_id += 1;
-                state.waiting.push_back(Waiter { id, answer });
+                let waiter = Waiter { id, answer };
+                match priority {
+                    Priority::High => state.waiting.push_front(waiter),
+                    Priority::Normal | Priority::Low => state.waiting.push_back(waiter),
+                }
                 id
             })
         };
@@ -202,10 +220,12 @@ impl Fleet {
     /// already (up to the limit), giving `returned` back in the same call, and hands what
     /// it grants to the first in line (a surplus goes back). Sends nothing, and answers
     /// `false`, when no load needs asking for.
-    async fn ask(self: &Arc<Self>, replica: &Arc<Replica>, returned: Option<LeaseToken>) -> bool {
+    async fn ask(self: &Arc<Self>, replica: &Arc<Replica>, returned: Option<PermitToken>) -> bool {
         let wanted = {
             let mut state = self.state();
-            let wanted = (state.waiting.len().saturating_sub(state.asking_for)).min(self.limit);
+            let wanted = (state.waiting.len().saturating_sub(state.asking_for))
+                .min(self.limit)
+                .min(MOST_ASKED);
             state.asking_for += wanted;
             wanted
         };
@@ -219,7 +239,7 @@ impl Fleet {
             ttl: self.permit_ttl,
             wait_ttl: WAIT_TTL,
             returned,
-            tokens: (0..wanted).map(|_| LeaseToken::of_replica(tag)).collect(),
+            tokens: (0..wanted).map(|_| PermitToken::of_replica(tag)).collect(),
         };
         let answer = replica.store().take_permits(request).await;
         let mut state = self.state();
@@ -227,6 +247,7 @@ impl Fleet {
         match answer {
             Ok(permits) => {
                 state.unreachable_until = None;
+                state.failed_asks = 0;
                 state.full = permits.granted.len() < wanted;
                 state.share = permits.share;
                 let mut unwanted = Vec::new();
@@ -261,6 +282,14 @@ impl Fleet {
                 drop(unwanted);
             }
             Err(error) => {
+                state.failed_asks += 1;
+                let breaker_open = error == StoreError::Unavailable;
+                if !breaker_open && state.failed_asks < FAILED_ASKS {
+                    // The line waits for the next poll; a grant this ask got after all
+                    // lapses within the permit TTL.
+                    state.full = true;
+                    return true;
+                }
                 tracing::warn!(admission = %self.name, %error, "the shared store gave no fleet-wide permits: loads take the replica's local share");
                 state.unreachable_until = Some(Instant::now() + RETRY);
                 // Every load in line is let go unanswered, and takes the local share.
@@ -276,7 +305,7 @@ impl Fleet {
     fn renew(
         self: &Arc<Self>,
         replica: Arc<Replica>,
-        token: LeaseToken,
+        token: PermitToken,
         lost: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
         let fleet = self.clone();

@@ -136,8 +136,9 @@ pub(crate) enum Scope {
     Fleet,
 }
 
-/// The shortest `permit_ttl`: renewals every quarter of it must fit a round trip.
-pub(crate) const MIN_PERMIT_TTL: Duration = Duration::from_millis(200);
+/// The shortest `permit_ttl`: renewed every quarter of it, a permit must outlive a
+/// renewal that waits out a response timeout (250 ms by default) and one more.
+pub(crate) const MIN_PERMIT_TTL: Duration = Duration::from_secs(1);
 
 /// The default of `permit_ttl`.
 pub(crate) const DEFAULT_PERMIT_TTL: Duration = Duration::from_secs(2);

@@ -125,6 +125,35 @@ impl fmt::Display for LeaseToken {
     }
 }
 
+/// A replica's name for one permit of a fleet-wide admission (see
+/// [`SharedStore::take_permits`]): its replica tag, then 64 random bits, so two loads'
+/// tokens never meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PermitToken {
+    replica: u32,
+    random: u64,
+}
+
+impl PermitToken {
+    /// A token tagged with the first 8 hex digits of `replica`'s id.
+    pub(crate) fn of_replica(replica: &str) -> Self {
+        let replica = replica
+            .get(..8)
+            .and_then(|tag| u32::from_str_radix(tag, 16).ok())
+            .unwrap_or_default();
+        PermitToken {
+            replica,
+            random: fastrand::u64(..),
+        }
+    }
+}
+
+impl fmt::Display for PermitToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}{:016x}", self.replica, self.random)
+    }
+}
+
 /// A read's request for the key's lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LeaseRequest {
@@ -327,16 +356,17 @@ pub(crate) struct PermitRequest {
     pub(crate) wait_ttl: Duration,
     /// A permit given back in the same call (a load ended while this replica's loads
     /// wait).
-    pub(crate) returned: Option<LeaseToken>,
-    /// One token per waiting load, in the order they queued: the store grants a prefix.
-    pub(crate) tokens: Vec<LeaseToken>,
+    pub(crate) returned: Option<PermitToken>,
+    /// One token per waiting load, in the order they queued.
+    pub(crate) tokens: Vec<PermitToken>,
 }
 
 /// What a [`PermitRequest`] got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Permits {
-    /// The tokens granted, in the order they were asked for.
-    pub(crate) granted: Vec<LeaseToken>,
+    /// The tokens granted: those granted already (a call sent again), then new ones in
+    /// the order they were asked for.
+    pub(crate) granted: Vec<PermitToken>,
     /// This replica's fair share of the limit now (max-min fair over what each replica
     /// holds and waits for).
     pub(crate) share: usize,
@@ -473,7 +503,7 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     fn renew_permit<'a>(
         &'a self,
         admission: &'a str,
-        token: LeaseToken,
+        token: PermitToken,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
@@ -481,7 +511,7 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     fn give_permit<'a>(
         &'a self,
         admission: &'a str,
-        token: LeaseToken,
+        token: PermitToken,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Raises `tag`'s version above every one it had (the server's clock in

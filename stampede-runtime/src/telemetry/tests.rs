@@ -130,6 +130,8 @@ async fn the_exported_names_are_the_documented_ones() {
     let runtime = Runtime::builder()
         .backend(crate::Backend::tiered(redis.url()))
         .admission("db", 2, Duration::from_secs(1))
+        // Fleet-wide, so its gauges are exported too.
+        .admission_fleet_wide("db", None)
         .metrics_interval(Duration::ZERO)
         .build()
         .unwrap();

@@ -5,7 +5,8 @@
 //! `ops.rs`, `tags.rs` and `permits.rs` build them, with fences, tokens and run ids taken
 //! from earlier replies or stale on purpose, envelopes from `wire`, an operator's damage,
 //! memory full, `INFO` refused, a restart, real sleeps so leases, values and permits
-//! expire) run on both, one command at a time. Each command goes to Redis in one pipeline with what observes it:
+//! expire and the permits' fair split turns its remainder; a quarter of the sequences
+//! mostly permits, over several turns) run on both, one command at a time. Each command goes to Redis in one pipeline with what observes it:
 //!
 //! ```text
 //! TIME · the command · TIME · PUBLISH <marker> · TIME · TYPE/PEXPIRETIME/GET/HGETALL of every key · TIME
@@ -59,6 +60,9 @@ const NOTICE_VALUE_MAX: usize = 2048;
 /// A user that may not run `@dangerous` commands (`INFO`, `FLUSHALL`): `INFO` refused.
 const LIMITED_USER: &str = "stampede-limited";
 const LIMITED_PASSWORD: &str = "limited-password";
+/// `permits.lua`'s `TURN_MS`: how long the remainder of a fair split stays with the same
+/// replicas.
+const TURN_MS: u64 = super::server::PERMITS_TURN_MS;
 /// How long the test waits for a command's messages to reach its subscriber.
 const MESSAGES_WITHIN: Duration = Duration::from_secs(5);
 
@@ -250,6 +254,7 @@ fn run_sequences(real: &mut impl Real, default: u64, whole_server: bool) -> Tota
             memory_full: false,
             expiries: BTreeMap::new(),
             history: Vec::new(),
+            remainder_turns: BTreeMap::new(),
             totals: &mut totals,
         };
         sequence.run();
@@ -959,16 +964,32 @@ struct Sequence<'a, R: Real> {
     expiries: BTreeMap<Vec<u8>, u64>,
     /// The commands so far, for a failure's report.
     history: Vec<String>,
+    /// Each admission's turn of the remainder at its latest take with one (coverage).
+    remainder_turns: BTreeMap<Vec<u8>, u64>,
     totals: &'a mut Totals,
 }
 
 impl<R: Real> Sequence<'_, R> {
     fn run(&mut self) {
+        let first_turn = self.generator.clock_ms / TURN_MS;
         for _ in 0..COMMANDS_PER_SEQUENCE {
             let step = self.generator.next_step();
             self.take(step);
         }
         self.compare_keyspaces();
+        let turns = (self.generator.clock_ms / TURN_MS).saturating_sub(first_turn) + 1;
+        let turns = if turns < 3 {
+            turns.to_string()
+        } else {
+            "3 or more".into()
+        };
+        *self
+            .totals
+            .outcomes
+            .entry(format!(
+                "sequence over {turns} turns of the permits' remainder"
+            ))
+            .or_default() += 1;
     }
 
     fn take(&mut self, step: Step) {
@@ -1059,7 +1080,7 @@ impl<R: Real> Sequence<'_, R> {
                     }
                     self.models[node] = model;
                     self.take_keyspace(node, &observed, &keys);
-                    self.count(command, &observed);
+                    self.count(command, &observed, &keys);
                     return observed.reply;
                 }
                 Some(why) => {
@@ -1072,17 +1093,93 @@ impl<R: Real> Sequence<'_, R> {
             // Redis read its clock more than once around an expiry: either way is Redis's.
             self.totals.undecided += 1;
             self.take_keyspace(node, &observed, &keys);
-            self.count(command, &observed);
+            self.count(command, &observed, &keys);
             return observed.reply;
         }
         self.fail(index, command, &observed, &executed, &why);
     }
 
-    fn count(&mut self, command: &[Vec<u8>], observed: &Observed) {
+    fn count(&mut self, command: &[Vec<u8>], observed: &Observed, keys: &[Vec<u8>]) {
         self.totals.commands += 1;
-        for outcome in outcome_of(command, &observed.reply, &observed.published) {
+        let mut outcomes = outcome_of(command, &observed.reply, &observed.published);
+        let permits = command
+            .get(1)
+            .is_some_and(|script| script_name(script) == "permits");
+        if permits && self.memory_full {
+            outcomes.push(format!("{} (memory full)", outcomes[0]));
+        }
+        if permits && let Some(split) = self.permits_split(command, observed, keys) {
+            outcomes.push(split);
+        }
+        for outcome in outcomes {
             *self.totals.outcomes.entry(outcome).or_default() += 1;
         }
+    }
+
+    /// For a take that answered: how its replica's fair share was split, from the
+    /// admission's hash after it (what each replica holds and waits for then is what the
+    /// take counted), and whether the remainder went round in another turn than at the
+    /// admission's last take with one. Only for the coverage report: the model decides.
+    fn permits_split(
+        &mut self,
+        command: &[Vec<u8>],
+        observed: &Observed,
+        keys: &[Vec<u8>],
+    ) -> Option<String> {
+        // `EVALSHA sha 1 key take replica limit …`
+        let [_, _, _, key, op, me, limit, ..] = command else {
+            return None;
+        };
+        if op.as_slice() != b"take" || !matches!(observed.reply, Value::Array(_)) {
+            return None;
+        }
+        let limit: u64 = std::str::from_utf8(limit).ok()?.parse().ok()?;
+        let state = &observed.keys[keys.iter().position(|known| known == key)?];
+        let fields = state.hash_fields();
+        let mut demand: BTreeMap<&[u8], u64> = BTreeMap::from([(me.as_slice(), 0)]);
+        for pair in fields.chunks(2) {
+            let [field, value] = pair else { continue };
+            match field.split_at_checked(2) {
+                Some((b"p ", token)) if token.len() == 24 => {
+                    *demand.entry(&token[..8]).or_default() += 1;
+                }
+                Some((b"w ", name)) => {
+                    let count = value.split(|&b| b == b' ').nth(1).unwrap_or_default();
+                    let count: u64 = std::str::from_utf8(count)
+                        .ok()
+                        .and_then(|count| count.parse().ok())
+                        .unwrap_or_default();
+                    *demand.entry(name).or_default() += count;
+                }
+                _ => {}
+            }
+        }
+        let mut order: Vec<(&[u8], u64)> = demand.into_iter().collect();
+        order.sort_by_key(|&(name, wants)| (wants, name));
+        let mut left = limit;
+        for (i, &(_, wants)) in order.iter().enumerate() {
+            if wants > left / (order.len() - i) as u64 {
+                let above = order.len() - i;
+                if !order[i..].iter().any(|&(other, _)| other == me.as_slice()) {
+                    return Some("permits split: within the even split".into());
+                }
+                if left.is_multiple_of(above as u64) {
+                    return Some(format!("permits split: among {above} above the even split"));
+                }
+                let turn = observed.window.first_ms() / TURN_MS;
+                let last = self.remainder_turns.insert(key.clone(), turn);
+                let again = if last.is_some_and(|last| last != turn) {
+                    ", in another turn than the last"
+                } else {
+                    ""
+                };
+                return Some(format!(
+                    "permits split: among {above} above the even split, with a remainder{again}"
+                ));
+            }
+            left -= wants;
+        }
+        Some("permits split: within the even split".into())
     }
 
     fn fail(
@@ -1453,6 +1550,9 @@ struct Generator<'s> {
     permits: Vec<String>,
     /// The latest take's replica and tokens, for a take sent again.
     last_take: Option<(String, Vec<String>)>,
+    /// A sequence mostly of permits, over several turns of their remainder: the fair
+    /// split's remainder goes round the replicas within it.
+    permits_mostly: bool,
     memory_full: bool,
     info_refused: bool,
     clock_ms: u64,
@@ -1464,6 +1564,7 @@ struct Generator<'s> {
 impl<'s> Generator<'s> {
     fn new(seed: u64, scripts: &'s Scripts, clock_ms: u64, whole_server: bool) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed);
+        let permits_mostly = rng.u8(..4) == 0;
         let caches = vec![("user-profile", 1), ("prices", 3)];
         let entries = (0..4)
             .map(|i| {
@@ -1498,6 +1599,7 @@ impl<'s> Generator<'s> {
             replica_tags,
             permits: Vec::new(),
             last_take: None,
+            permits_mostly,
             memory_full: false,
             info_refused: false,
             clock_ms,
@@ -1615,6 +1717,13 @@ impl Generator<'_> {
             self.info_refused = false;
             return Step::InfoRefused(false);
         }
+        if self.permits_mostly && self.chance(60) {
+            return if self.chance(10) {
+                self.sleep()
+            } else {
+                self.permits()
+            };
+        }
         match self.rng.u16(..1250) {
             0..=279 => self.read(),
             280..=449 => self.publish(),
@@ -1633,7 +1742,7 @@ impl Generator<'_> {
             750..=769 => self.scan(),
             770..=859 => self.damage(),
             860..=929 => self.plain(),
-            930..=969 => Step::Sleep(Duration::from_millis(self.rng.u64(1..12))),
+            930..=969 => self.sleep(),
             970..=979 if !self.memory_full => {
                 self.memory_full = true;
                 Step::MemoryFull(true)
@@ -1647,6 +1756,18 @@ impl Generator<'_> {
             1000..=1249 => self.permits(),
             _ => self.read(),
         }
+    }
+
+    /// A real sleep, so leases, values and permits expire; now and then to just past the
+    /// next turn of the permits' remainder (where it is near, or in a sequence mostly of
+    /// permits), so the remainder goes round within a sequence.
+    fn sleep(&mut self) -> Step {
+        let to_turn = TURN_MS - self.clock_ms % TURN_MS;
+        let near = to_turn <= TURN_MS / 5;
+        if (near && self.chance(50)) || (self.permits_mostly && self.chance(25)) {
+            return Step::Sleep(Duration::from_millis(to_turn + self.rng.u64(..3)));
+        }
+        Step::Sleep(Duration::from_millis(self.rng.u64(1..12)))
     }
 
     fn command(&self, command: Vec<Vec<u8>>, shape: Shape) -> Step {
@@ -2003,7 +2124,11 @@ impl Generator<'_> {
     /// `Client::take_permits`, `renew_permit` and `give_permit` on an admission's permits,
     /// and what else may be found at their key.
     fn permits(&mut self) -> Step {
-        let admission = *self.pick(&self.admissions.clone());
+        let admission = if self.permits_mostly && self.chance(80) {
+            self.admissions[0]
+        } else {
+            *self.pick(&self.admissions.clone())
+        };
         let key = admission_key(PREFIX, admission);
         let mut invocation = self.scripts.permits.prepare_invoke();
         invocation.key(key.as_str());
@@ -2086,9 +2211,9 @@ impl Generator<'_> {
         }
     }
 
-    /// A new token of the replica `tag`, as `LeaseToken::of_replica` makes it.
+    /// A new permit token of the replica `tag`: its tag and 16 random hex digits.
     fn new_permit_token(&mut self, tag: &str) -> String {
-        format!("{tag}{:08x}", self.rng.u32(..))
+        format!("{tag}{:016x}", self.rng.u64(..))
     }
 
     /// The tokens granted to `tag`'s replica (given back or lapsed since, some).
@@ -2148,11 +2273,13 @@ impl Generator<'_> {
                 };
                 hset(format!("w {name}"), format!("{expiry}{count}"))
             }
-            // A permit held by a replica, or one whose token is not 16 digits.
+            // A permit held by a replica (one no take names, among them), or one whose
+            // token is not 24 digits (an older build's 16, among them).
             4 | 5 => {
-                let token = match self.rng.u8(..4) {
+                let token = match self.rng.u8(..6) {
                     0 => "abc".to_owned(),
-                    1 => format!("0000000e{:08x}", self.rng.u32(..)),
+                    1 => format!("{tag}{:08x}", self.rng.u32(..)),
+                    2 => format!("0000000e{:016x}", self.rng.u64(..)),
                     _ => self.new_permit_token(&tag),
                 };
                 let value = if self.chance(80) {

@@ -20,6 +20,10 @@ use redis::Value;
 use scripts::Script;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// `permits.lua`'s turn of the remainder of a fair split, in milliseconds (for the tests).
+#[cfg(test)]
+pub(crate) const PERMITS_TURN_MS: u64 = scripts::TURN_MS as u64;
+
 /// One Redis server's state: the keyspace with expiries, the script cache, the run id.
 ///
 /// A clone is the same server at the same moment (a simulator may try a command on one).
@@ -172,7 +176,8 @@ impl Server {
     /// `noeviction` with memory full: every write command (SET) is refused with Redis's OOM error while `full`; DEL and PUBLISH still run.
     ///
     /// Inside a script, as in Redis, only until the script's first write went through (a
-    /// DEL among them): Redis never stops a script halfway through its writes.
+    /// DEL or an HDEL among them, even of nothing): Redis never stops a script halfway
+    /// through its writes.
     pub fn set_memory_full(&mut self, full: bool) {
         self.memory_full = full;
     }

@@ -4,8 +4,8 @@ use super::{bump, entry_keys, fence_of, millis, Client, RedisStore};
 use crate::clock::StoreInstant as Instant;
 use crate::shared::keys::EntryKey;
 use crate::shared::store::{
-    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, PermitRequest, Permits,
-    Publication, Published, Read, Scan, ServerClock, StoreError,
+    Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, PermitRequest, PermitToken,
+    Permits, Publication, Published, Read, Scan, ServerClock, StoreError,
 };
 use crate::shared::store::{Listening, SharedStore, StoreEvent, StoreStats, Wake};
 use crate::shared::wire::{version_digits, Wire};
@@ -375,7 +375,7 @@ impl SharedStore for RedisStore {
     fn renew_permit<'a>(
         &'a self,
         admission: &'a str,
-        token: LeaseToken,
+        token: PermitToken,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.client.renew_permit(admission, token, ttl))
@@ -384,7 +384,7 @@ impl SharedStore for RedisStore {
     fn give_permit<'a>(
         &'a self,
         admission: &'a str,
-        token: LeaseToken,
+        token: PermitToken,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.client.give_permit(admission, token))
     }

@@ -3,7 +3,8 @@
 //! script, so taking, renewing and giving back are each one round trip.
 use super::{millis, Client};
 use crate::shared::keys::admission_key;
-use crate::shared::store::{LeaseToken, PermitRequest, Permits, StoreError};
+use crate::shared::store::{PermitRequest, PermitToken, Permits, StoreError};
+use std::collections::HashMap;
 use std::time::Duration;
 
 impl Client {
@@ -35,7 +36,7 @@ impl Client {
     pub(super) async fn renew_permit(
         &self,
         admission: &str,
-        token: LeaseToken,
+        token: PermitToken,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let key = admission_key(&self.config.prefix, admission);
@@ -58,7 +59,7 @@ impl Client {
     pub(super) async fn give_permit(
         &self,
         admission: &str,
-        token: LeaseToken,
+        token: PermitToken,
     ) -> Result<bool, StoreError> {
         let key = admission_key(&self.config.prefix, admission);
         let (_, breaker) = self.shards.for_key(&key);
@@ -76,7 +77,7 @@ impl Client {
 
 /// The take's reply, `{share, held, granted token...}`, with each granted token one of
 /// those asked for; `None` for anything else.
-fn permits_of(reply: &[redis::Value], asked: &[LeaseToken]) -> Option<Permits> {
+fn permits_of(reply: &[redis::Value], asked: &[PermitToken]) -> Option<Permits> {
     let number = |value: &redis::Value| match value {
         redis::Value::Int(n) => usize::try_from(*n).ok(),
         _ => None,
@@ -84,6 +85,10 @@ fn permits_of(reply: &[redis::Value], asked: &[LeaseToken]) -> Option<Permits> {
     let [share, held, granted @ ..] = reply else {
         return None;
     };
+    let asked: HashMap<String, PermitToken> = asked
+        .iter()
+        .map(|token| (token.to_string(), *token))
+        .collect();
     let granted = granted
         .iter()
         .map(|value| {
@@ -91,7 +96,7 @@ fn permits_of(reply: &[redis::Value], asked: &[LeaseToken]) -> Option<Permits> {
                 return None;
             };
             let text = std::str::from_utf8(bytes).ok()?;
-            asked.iter().copied().find(|t| t.to_string() == text)
+            asked.get(text).copied()
         })
         .collect::<Option<Vec<_>>>()?;
     Some(Permits {

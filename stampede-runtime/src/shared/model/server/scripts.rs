@@ -7,11 +7,15 @@
 //! - Lua numbers are doubles (`f64`): the header's `u64_at` rounds above 2^53 as Lua does,
 //!   and a reply's numbers are truncated to integers.
 //! - `redis.pcall` turns an error into a table the script inspects (`Err` here); the
-//!   scripts' `redis.call`s never fail on a server that runs them at all.
+//!   scripts' `redis.call`s never fail on a server that runs them at all. An ACL that
+//!   refuses a command is modelled for `INFO` only: where the permits script answers a
+//!   refusal other than `WRONGTYPE` with an error of its own, the model keeps the path,
+//!   which memory full never takes (each operation deletes before it writes).
 //! - A number handed to `redis.call` travels as `%.17g` text: `SET … PX` of a number of 17
 //!   digits or more is not an integer to Redis.
-//! - With memory full, Redis refuses a script's `SET` until one of its writes went
-//!   through (a `DEL`, even of nothing): a script is never stopped halfway.
+//! - With memory full, Redis refuses a script's `SET` and `HSET` until one of its writes
+//!   went through (a `DEL` or an `HDEL`, even of nothing): a script is never stopped
+//!   halfway.
 //! - Arguments are stampede's (`ops.rs`, `tags.rs`, `permits.rs`): arguments a script
 //!   would fail on (a missing key, a non-number where it adds) get an error reply that
 //!   says the model does not run them, where Lua would raise one of its own.
@@ -852,18 +856,6 @@ impl Run<'_> {
         }
     }
 
-    /// `permits.lua`'s `fields()`: the hash's fields and values; a key of another type is
-    /// deleted and reads as none.
-    fn permit_fields(&mut self, key: &[u8]) -> Fields {
-        match self.hgetall(key) {
-            Ok(all) => all,
-            Err(_) => {
-                self.del(&[key]);
-                Vec::new()
-            }
-        }
-    }
-
     /// `permits.lua`'s `keep_for(ms)`: never shorter than the key's time left.
     fn keep_for(&mut self, key: &[u8], ms: f64) {
         let left = self.pttl(key);
@@ -877,19 +869,21 @@ impl Run<'_> {
         let ttl = tonumber(self.arg(2)?);
         let field = permit_field(b"p ", self.arg(3)?);
         let key = self.keys[0].clone();
-        let Ok(Some(held)) = self.hget(&key, &field) else {
-            return Ok(Value::Int(0));
+        let held = match self.hget(&key, &field) {
+            Err(refusal) if wrong_type(&refusal) => return Ok(Value::Int(0)),
+            Err(refusal) => return Err(fail(&refusal)),
+            Ok(None) => return Ok(Value::Int(0)),
+            Ok(Some(held)) => held,
         };
-        if permit_entry(&held).is_none_or(|(expiry, _)| expiry < now) {
-            self.hdel(&key, &field)?;
+        let expiry = permit_entry(&held).map(|(expiry, _)| expiry);
+        // Deleted first: the write that lets the next one through with memory full.
+        self.hdel(&key, &field)?;
+        if expiry.is_none_or(|expiry| expiry < now) {
             return Ok(Value::Int(0));
         }
         let ttl = ttl.ok_or_else(|| unmodelled("ARGV[2], the ttl, is not a number".into()))?;
-        if self
-            .hset(&key, &field, digits(now + ttl).into_bytes())
-            .is_err()
-        {
-            return Ok(Value::Int(0));
+        if let Err(refusal) = self.hset(&key, &field, digits(now + ttl).into_bytes()) {
+            return Err(fail(&refusal));
         }
         self.keep_for(&key, ttl);
         Ok(Value::Int(1))
@@ -899,8 +893,11 @@ impl Run<'_> {
     fn give_permit(&mut self) -> Result<Value, Refusal> {
         let field = permit_field(b"p ", self.arg(2)?);
         let key = self.keys[0].clone();
-        if !matches!(self.hget(&key, &field), Ok(Some(_))) {
-            return Ok(Value::Int(0));
+        match self.hget(&key, &field) {
+            Err(refusal) if wrong_type(&refusal) => return Ok(Value::Int(0)),
+            Err(refusal) => return Err(fail(&refusal)),
+            Ok(None) => return Ok(Value::Int(0)),
+            Ok(Some(_)) => {}
         }
         Ok(Value::Int(self.hdel(&key, &field)?))
     }
@@ -918,19 +915,31 @@ impl Run<'_> {
             .map(|token| (token.as_slice(), false))
             .collect();
         let key = self.keys[0].clone();
+
+        // A snapshot: the fields deleted below are still in it.
+        let all = match self.hgetall(&key) {
+            Ok(all) => all,
+            Err(refusal) if wrong_type(&refusal) => {
+                self.del(&[&key]);
+                Vec::new()
+            }
+            Err(refusal) => return Err(fail(&refusal)),
+        };
+        // This replica's waiting entry is written again below; deleted first, it is the
+        // write that lets the grants through with memory full.
+        self.hdel(&key, &permit_field(b"w ", &me))?;
         if !returned.is_empty() {
-            let _ = self.hdel(&key, &permit_field(b"p ", &returned));
+            self.hdel(&key, &permit_field(b"p ", &returned))?;
         }
 
-        let all = self.permit_fields(&key);
         let (mut held, mut mine) = (0.0, 0.0);
         let mut demand: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
         for (field, value) in &all {
             // Lapsed, foreign (not `'^([pw]) (%x+)$'`, a value `entry` reads as nil) or a
-            // permit whose token is not 16 digits: deleted.
+            // permit whose token is not 24 digits: deleted (again, for the two above).
             let live = permit_kind(field).zip(permit_entry(value)).filter(
                 |((kind, name), (expiry, _))| {
-                    *expiry >= now && !(*kind == b'p' && name.len() != 16)
+                    *expiry >= now && !(*kind == b'p' && name.len() != TOKEN_DIGITS)
                 },
             );
             let Some(((kind, name), (_, count))) = live else {
@@ -938,13 +947,16 @@ impl Run<'_> {
                 continue;
             };
             if kind == b'p' {
-                let owner = name[..8].to_vec();
-                held += 1.0;
-                *demand.entry(owner.clone()).or_insert(0.0) += 1.0;
-                if owner == me {
-                    mine += 1.0;
-                    if let Some(found) = asked.get_mut(name) {
-                        *found = true;
+                // The returned permit, deleted above, counts for no one.
+                if name != returned.as_slice() {
+                    let owner = name[..8].to_vec();
+                    held += 1.0;
+                    *demand.entry(owner.clone()).or_insert(0.0) += 1.0;
+                    if owner == me {
+                        mine += 1.0;
+                        if let Some(found) = asked.get_mut(name) {
+                            *found = true;
+                        }
                     }
                 }
             } else if name != me.as_slice() {
@@ -962,27 +974,7 @@ impl Run<'_> {
             }
         }
         demand.insert(me.clone(), mine + wanted.len() as f64);
-
-        // Max-min fair, in order of demand, ties by name (Lua compares names as strings:
-        // bytes, for the lowercase hex names stampede writes).
-        let mut order: Vec<(Vec<u8>, f64)> = demand.into_iter().collect();
-        order.sort_by(|a, b| {
-            if a.1 != b.1 {
-                a.1.partial_cmp(&b.1).expect("demands are numbers")
-            } else {
-                a.0.cmp(&b.0)
-            }
-        });
-        let (mut left, mut share) = (limit, 0.0);
-        let count = order.len();
-        for (i, (name, wants)) in order.iter().enumerate() {
-            let fair = lua_min(*wants, (left / (count - i) as f64).ceil());
-            if *name == me {
-                share = fair;
-                break;
-            }
-            left -= fair;
-        }
+        let share = fair_share(demand, &me, limit, now);
 
         let grant = lua_min(lua_min(wanted.len() as f64, limit - held), share - mine);
         let expiry = digits(now + ttl).into_bytes();
@@ -990,11 +982,10 @@ impl Run<'_> {
         let mut i = 1.0;
         while i <= grant {
             let token = &wanted[i as usize - 1];
-            if self
-                .hset(&key, &permit_field(b"p ", token), expiry.clone())
-                .is_err()
-            {
-                break;
+            match self.hset(&key, &permit_field(b"p ", token), expiry.clone()) {
+                Ok(()) => {}
+                Err(refusal) if refusal.0.starts_with("OOM") => break,
+                Err(refusal) => return Err(fail(&refusal)),
             }
             granted.push(token.clone());
             held += 1.0;
@@ -1002,18 +993,87 @@ impl Run<'_> {
             i += 1.0;
         }
         let waiting = wanted.len() as f64 - new;
-        let waiters = permit_field(b"w ", &me);
         if waiting > 0.0 {
             let value = format!("{} {}", digits(now + wait_ttl), digits(waiting));
-            let _ = self.hset(&key, &waiters, value.into_bytes());
-        } else {
-            let _ = self.hdel(&key, &waiters);
+            let _ = self.hset(&key, &permit_field(b"w ", &me), value.into_bytes());
         }
         self.keep_for(&key, lua_max(ttl, wait_ttl));
         let mut reply = vec![int(share), int(held)];
         reply.extend(granted.into_iter().map(Value::BulkString));
         Ok(Value::Array(reply))
     }
+}
+
+/// `permits.lua`'s `TURN_MS`: how long the replicas above an even split keep their turn
+/// at the remainder (a test reads the script's).
+pub(crate) const TURN_MS: f64 = 250.0;
+
+/// A permit token's hex digits: the replica tag (8) and 16 random ones.
+const TOKEN_DIGITS: usize = 24;
+
+/// `permits.lua`'s fair share of `me`, whose demand is among `demand` (each replica's
+/// permits held and waited for): max-min fair in whole permits, in order of demand (ties
+/// by name, Lua comparing names as strings: bytes, for the lowercase hex names stampede
+/// writes), each getting what it asks while that is within an even split of what the
+/// smaller ones left; the rest split what remains, the remainder going round them, in
+/// order of name, from a place that moves each `TURN_MS` of `now`.
+pub(super) fn fair_share(demand: BTreeMap<Vec<u8>, f64>, me: &[u8], limit: f64, now: f64) -> f64 {
+    let mut order: Vec<(Vec<u8>, f64)> = demand.into_iter().collect();
+    order.sort_by(|a, b| {
+        if a.1 != b.1 {
+            a.1.partial_cmp(&b.1).expect("demands are numbers")
+        } else {
+            a.0.cmp(&b.0)
+        }
+    });
+    let count = order.len();
+    let (mut left, mut share, mut rest) = (limit, None, Vec::new());
+    for (i, (name, wants)) in order.iter().enumerate() {
+        if *wants <= (left / (count - i) as f64).floor() {
+            if name.as_slice() == me {
+                share = Some(*wants);
+            }
+            left -= wants;
+        } else {
+            rest = order[i..].iter().map(|(name, _)| name.as_slice()).collect();
+            break;
+        }
+    }
+    if let Some(share) = share {
+        return share;
+    }
+    rest.sort();
+    let n = rest.len() as f64;
+    let base = (left / n).floor();
+    let extra = left - base * n;
+    let turn = lua_mod((now / TURN_MS).floor(), n);
+    let mut share = None;
+    for (j, name) in rest.iter().enumerate() {
+        if *name == me {
+            // Lua's `(j - 1 - turn) % #rest`, its `j` from 1.
+            share = Some(if lua_mod(j as f64 - turn, n) < extra {
+                base + 1.0
+            } else {
+                base
+            });
+        }
+    }
+    share.expect("the replica taking is among the demands")
+}
+
+/// Lua 5.1's `a % b`: `a - floor(a / b) * b`, of the divisor's sign (`-1 % 3` is 2).
+fn lua_mod(a: f64, b: f64) -> f64 {
+    a - (a / b).floor() * b
+}
+
+/// `permits.lua`'s `wrong_type(reply)`: the key holds another type.
+fn wrong_type(refusal: &Refusal) -> bool {
+    refusal.0.starts_with("WRONGTYPE")
+}
+
+/// `permits.lua`'s `fail(reply)`: any other refusal, answered as an error.
+fn fail(refusal: &Refusal) -> Refusal {
+    Refusal(format!("ERR stampede permits: {}", refusal.0))
 }
 
 /// `prefix .. name`: a permits hash's field (`'p ' .. token`, `'w ' .. replica`).

@@ -234,9 +234,18 @@ impl Fixture {
 /// An admission's permits key, as `admission_key` names it.
 const ADMISSION: &str = "stampede:3:admission:{checkout}";
 
-/// A permit token of the replica `tag`: its tag, then `n` in 8 hex digits.
+/// A permit token of the replica `tag`: its tag, then `n` in 16 hex digits.
 fn token(tag: &str, n: u32) -> String {
-    format!("{tag}{n:08x}")
+    format!("{tag}{n:016x}")
+}
+
+/// How long a turn of the remainder of a fair split lasts (`TURN_MS`).
+const TURN: u64 = PERMITS_TURN_MS;
+
+/// The first millisecond of a turn of the remainder after `T` whose number is a multiple
+/// of `replicas`: the turn the remainder starts at the first by name.
+fn first_turn(replicas: u64) -> u64 {
+    (T / (TURN * replicas) + 1) * TURN * replicas
 }
 
 /// A take's reply: `{share, held, granted token…}`.
@@ -944,8 +953,8 @@ fn a_lapsed_permit_is_reclaimed_and_its_late_renew_and_give_refused() {
         fixture.permits(T + 5),
         vec![field(&format!("p {a1}"), (T + 15).to_string())]
     );
-    // Alive through its expiry's millisecond (A's share, the tie going to A by name),
-    // lapsed after: another replica takes it.
+    // Alive through its expiry's millisecond (A's share: of the one permit for the two,
+    // the remainder, it is A's turn), lapsed after: another replica takes it.
     assert_eq!(
         fixture.take(T + 15, "bbbbbbbb", (1, 100), "", &[&b1]),
         taken(0, 1, &[])
@@ -1009,8 +1018,13 @@ fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
     let mut fixture = Fixture::new();
     let a1 = token("aaaaaaaa", 1);
     fixture.run(T, &[b"SET", ADMISSION.as_bytes(), b"x"]);
+    // Another type at the key: renew and give refuse and leave it; a take deletes it.
     assert_eq!(fixture.renew(T, 10, &a1), Value::Int(0));
     assert_eq!(fixture.give(T, &a1), Value::Int(0));
+    assert_eq!(
+        fixture.run(T, &[b"TYPE", ADMISSION.as_bytes()]).reply,
+        Value::SimpleString("string".into())
+    );
     assert_eq!(
         fixture.take(T, "aaaaaaaa", (1, 100), "", &[&a1]),
         taken(1, 1, &[&a1])
@@ -1019,7 +1033,9 @@ fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
     for (name, value) in [
         ("f", "v"),
         ("p abc", far.as_str()),
-        ("p 0000000e0000000g", far.as_str()),
+        ("p 0000000e000000000000000g", far.as_str()),
+        // An older build's token: 16 digits.
+        ("p 0000000e00000001", far.as_str()),
         ("w cccccccc", "soon"),
         ("w dddddddd", "1 2"),
     ] {
@@ -1039,15 +1055,15 @@ fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
         &[
             b"HSET",
             ADMISSION.as_bytes(),
-            b"p 0000000e00000001",
+            b"p 0000000e0000000000000001",
             far.as_bytes(),
             b"w 0000000f",
             format!("{far} 2").as_bytes(),
         ],
     );
-    // 0000000e holds 1 and 0000000f waits for 2; aaaaaaaa holds 1 and asks for 1 more,
-    // ties with 0000000f at 2 and comes after it by name: of the 4, 1 is left for it,
-    // the one it holds.
+    // 0000000e holds 1 and 0000000f waits for 2; aaaaaaaa holds 1 and asks for 1 more:
+    // 0000000e has its 1, and the two at 2 split the 3 left, 1 each and the remainder
+    // by turns: at T it is 0000000f's (the first by name), so A keeps the one it holds.
     assert_eq!(
         fixture.take(T + 1, "aaaaaaaa", (4, 100), "", &[&token("aaaaaaaa", 2)]),
         taken(1, 2, &[])
@@ -1060,7 +1076,7 @@ fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
     assert_eq!(
         names,
         [
-            "p 0000000e00000001".to_owned(),
+            "p 0000000e0000000000000001".to_owned(),
             format!("p {a1}"),
             "w 0000000f".to_owned(),
             "w aaaaaaaa".to_owned(),
@@ -1075,22 +1091,145 @@ fn permits_delete_what_they_did_not_write_and_answer_an_unknown_operation() {
 }
 
 #[test]
-fn full_memory_refuses_a_take_that_wrote_nothing_before() {
+fn full_memory_still_renews_and_grants() {
     let mut fixture = Fixture::new();
-    let (a1, a2) = (token("aaaaaaaa", 1), token("aaaaaaaa", 2));
+    let (a1, a2, a3) = (
+        token("aaaaaaaa", 1),
+        token("aaaaaaaa", 2),
+        token("aaaaaaaa", 3),
+    );
     fixture.take(T, "aaaaaaaa", (2, 100), "", &[&a1]);
     fixture.server.set_memory_full(true);
-    // Nothing deleted first: the permit cannot be written, and the renew neither.
+    // Each operation deletes before it writes: after that write, Redis lets the script's
+    // HSETs through. A renew deletes the permit's field and writes it again…
+    assert_eq!(fixture.renew(T + 1, 100, &a1), Value::Int(1));
     assert_eq!(
-        fixture.take(T + 1, "aaaaaaaa", (2, 100), "", &[&a2]),
-        taken(2, 1, &[])
+        fixture.permits(T + 1),
+        vec![field(&format!("p {a1}"), (T + 101).to_string())]
     );
-    assert_eq!(fixture.renew(T + 1, 100, &a1), Value::Int(0));
-    // A returned permit is an HDEL first: after it, Redis lets the script write.
+    // …a take deletes its replica's waiters first, then grants…
     assert_eq!(
-        fixture.take(T + 2, "aaaaaaaa", (2, 100), &a1, &[&a2]),
-        taken(1, 1, &[&a2])
+        fixture.take(T + 2, "aaaaaaaa", (2, 100), "", &[&a2]),
+        taken(2, 2, &[&a2])
     );
-    // Giving back deletes only: never refused.
-    assert_eq!(fixture.give(T + 3, &a2), Value::Int(1));
+    // …and records the tokens left waiting.
+    assert_eq!(
+        fixture.take(T + 3, "aaaaaaaa", (2, 100), "", &[&a3]),
+        taken(2, 2, &[])
+    );
+    assert_eq!(
+        fixture.permits(T + 3).last(),
+        Some(&field("w aaaaaaaa", format!("{} 1", T + 103)))
+    );
+    // Giving back deletes only; the waiting token is granted in the permit's place.
+    assert_eq!(fixture.give(T + 4, &a2), Value::Int(1));
+    assert_eq!(
+        fixture.take(T + 5, "aaaaaaaa", (2, 100), "", &[&a3]),
+        taken(2, 2, &[&a3])
+    );
+    // Plain writes are still refused.
+    assert_eq!(
+        fixture
+            .run(T + 5, &[b"HSET", ADMISSION.as_bytes(), b"f", b"v"])
+            .reply,
+        Refusal::out_of_memory().reply()
+    );
+}
+
+#[test]
+fn a_replica_left_out_of_the_remainder_in_one_turn_has_it_in_the_next() {
+    let mut fixture = Fixture::new();
+    let start = first_turn(3);
+    let limit = (2, 10_000);
+    let [a1, a2, a3] = [1, 2, 3].map(|n| token("aaaaaaaa", n));
+    let (b1, c1) = (token("bbbbbbbb", 1), token("cccccccc", 1));
+    assert_eq!(
+        fixture.take(start, "aaaaaaaa", limit, "", &[&a1]),
+        taken(1, 1, &[&a1])
+    );
+    assert_eq!(
+        fixture.take(start + 1, "bbbbbbbb", limit, "", &[&b1]),
+        taken(1, 2, &[&b1])
+    );
+    // Three want 1 of 2: none within the even split (0), so each has 0 and the
+    // remainder, 2, goes to the first two by name from the turn's place: A and B.
+    assert_eq!(
+        fixture.take(start + 2, "cccccccc", limit, "", &[&c1]),
+        taken(0, 2, &[])
+    );
+    // A swaps its permit for another load's: still its turn, it keeps it over C's waiter.
+    assert_eq!(
+        fixture.take(start + 3, "aaaaaaaa", limit, &a1, &[&a2]),
+        taken(1, 2, &[&a2])
+    );
+    // The next turn the remainder goes to B and C: A's swap gives the permit up…
+    assert_eq!(
+        fixture.take(start + TURN, "aaaaaaaa", limit, &a2, &[&a3]),
+        taken(0, 1, &[])
+    );
+    // …and C, left out in the turn before, has it.
+    assert_eq!(
+        fixture.take(start + TURN + 1, "cccccccc", limit, "", &[&c1]),
+        taken(1, 2, &[&c1])
+    );
+    // The turn after, the remainder is C's and A's (Lua's `%` of a negative number is not
+    // negative: B's place is `(1 - 2) % 3 = 2`): B, holding one, asks for one more and
+    // waits.
+    let b2 = token("bbbbbbbb", 2);
+    assert_eq!(
+        fixture.take(start + 2 * TURN, "bbbbbbbb", limit, "", &[&b2]),
+        taken(0, 2, &[])
+    );
+    // B gives its permit back: A's waiter, in its turn, takes it over B's.
+    assert_eq!(fixture.give(start + 2 * TURN + 1, &b1), Value::Int(1));
+    assert_eq!(
+        fixture.take(start + 2 * TURN + 2, "aaaaaaaa", limit, "", &[&a3]),
+        taken(1, 2, &[&a3])
+    );
+}
+
+#[test]
+fn the_fair_share_splits_whole_permits_and_turns_the_remainder() {
+    let demand = |pairs: &[(&str, f64)]| -> BTreeMap<Vec<u8>, f64> {
+        pairs
+            .iter()
+            .map(|(name, wants)| (name.as_bytes().to_vec(), *wants))
+            .collect()
+    };
+    let shares = |pairs: &[(&str, f64)], limit: f64, now: u64| -> Vec<f64> {
+        pairs
+            .iter()
+            .map(|(name, _)| scripts::fair_share(demand(pairs), name.as_bytes(), limit, now as f64))
+            .collect()
+    };
+    // Turn n of both 2 and 3 replicas.
+    let turn = |n: u64| first_turn(6) + n * TURN;
+    // Within an even split each has what it wants; the rest split what the smaller left:
+    // d takes its 1 of 8, and a, b, c, above the split of 7 (2), have 2 each and the
+    // remainder 1 by turns, in order of name from the turn's place.
+    let four = [("c", 3.0), ("d", 1.0), ("a", 3.0), ("b", 9.0)];
+    assert_eq!(shares(&four, 8.0, turn(0)), [2.0, 1.0, 3.0, 2.0]);
+    assert_eq!(shares(&four, 8.0, turn(1)), [2.0, 1.0, 2.0, 3.0]);
+    assert_eq!(shares(&four, 8.0, turn(3) - 1), [3.0, 1.0, 2.0, 2.0]);
+    assert_eq!(shares(&four, 8.0, turn(3)), [2.0, 1.0, 3.0, 2.0]);
+    // Remainders of 2 of 3 at the turn whose place is the last: it and the first.
+    let three = [("a", 5.0), ("b", 5.0), ("c", 5.0)];
+    assert_eq!(shares(&three, 8.0, turn(2)), [3.0, 2.0, 3.0]);
+    // Enough for all: each what it wants; the smallest first, ties by name.
+    assert_eq!(shares(&three, 15.0, turn(1)), [5.0, 5.0, 5.0]);
+    let ties = [("b", 2.0), ("a", 2.0), ("c", 1.0)];
+    assert_eq!(shares(&ties, 4.0, turn(0)), [1.0, 2.0, 1.0]);
+    assert_eq!(shares(&ties, 4.0, turn(1)), [2.0, 1.0, 1.0]);
+    // Fewer permits than replicas: most have none this turn.
+    assert_eq!(shares(&three, 1.0, turn(1)), [0.0, 1.0, 0.0]);
+}
+
+#[test]
+fn the_models_turn_of_the_remainder_is_the_scripts() {
+    let code = Scripts::new().permits.code().to_owned();
+    let turn = code
+        .lines()
+        .find_map(|line| line.strip_prefix("local TURN_MS = "))
+        .expect("permits.lua sets TURN_MS");
+    assert_eq!(turn.trim().parse::<u64>(), Ok(TURN));
 }
