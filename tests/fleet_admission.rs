@@ -2,8 +2,8 @@
 //! origin at most `limit` times at once together, and keep it busy; a replica killed
 //! mid-flush (a process of its own, SIGKILL) gives its permits back within `permit_ttl`;
 //! a store that cannot be reached leaves each replica its local share. Each test starts
-//! its own `redis-server` (skipped, loudly, without one; `STAMPEDE_REQUIRE_REDIS=1` makes
-//! that a failure).
+//! its own `redis-server` or a three-master cluster (skipped, loudly, without one;
+//! `STAMPEDE_REQUIRE_REDIS=1` makes that a failure).
 use crate::common;
 
 use common::{bounded, AppError, DEADLINE, PATIENT_REDIS};
@@ -35,6 +35,17 @@ fn replica_waiting(
     local_limit: usize,
     response: Duration,
 ) -> Runtime {
+    replica_on(Backend::redis(url), limit, fleet, local_limit, response)
+}
+
+/// [`replica_waiting`] on any shared backend.
+fn replica_on(
+    backend: Backend,
+    limit: usize,
+    fleet: bool,
+    local_limit: usize,
+    response: Duration,
+) -> Runtime {
     static FILES: AtomicUsize = AtomicUsize::new(0);
     let file = common::ConfigFile::new(
         &format!("fleet-admission-{}", FILES.fetch_add(1, Ordering::Relaxed)),
@@ -54,7 +65,7 @@ fn replica_waiting(
     Runtime::builder()
         .file(&file.0)
         .unwrap()
-        .backend(Backend::redis(url))
+        .backend(backend)
         .build()
         .unwrap()
 }
@@ -556,5 +567,33 @@ async fn with_fewer_permits_than_replicas_every_replica_takes_its_turn() {
     for (replica, first) in first_done.iter().enumerate() {
         let first = first.unwrap();
         assert!(first < 120, "replica {replica} waited behind {first} loads");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_limit_holds_on_a_cluster() {
+    let Some(cluster) = testkit::RedisCluster::start() else {
+        return;
+    };
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let replicas: Vec<Runtime> = (0..4)
+        .map(|n| {
+            let backend = match n % 2 {
+                0 => Backend::redis_cluster(cluster.node_urls()),
+                _ => Backend::tiered_cluster(cluster.node_urls()),
+            };
+            replica_on(backend, 10, true, 2, PATIENT_REDIS)
+        })
+        .collect();
+    let caches: Vec<_> = replicas.iter().map(cache).collect();
+    let timeline = bounded(flush(&caches, 400, Duration::from_millis(30))).await;
+    let (max, average) = (timeline.max(), timeline.average_while_queued());
+    println!("on a cluster: at most {max} at once, {average:.1} on average while queued");
+    assert!(max <= 10, "{max} at once");
+    assert!(average >= 7.0, "{average:.1} on average");
+    // No replica fell back to its local share: the master holding the hash answered all.
+    for runtime in &replicas {
+        let fleet = runtime.fleet_admission("db").unwrap();
+        assert_eq!((fleet.held, fleet.local_total), (0, 0), "{fleet:?}");
     }
 }
