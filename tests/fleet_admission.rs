@@ -106,6 +106,32 @@ impl Timeline {
         self.max.load(Ordering::SeqCst)
     }
 
+    /// `cache`'s load of `key` through this origin.
+    async fn load(
+        &self,
+        cache: &Cache<u64, u64, AppError>,
+        key: u64,
+        latency: Duration,
+    ) -> Result<u64, AppError> {
+        let timeline = self.clone();
+        (cache.load(
+            key,
+            move || async move { timeline.call(key, latency).await },
+        ))
+        .await
+    }
+
+    /// [`Timeline::load`], as a task of its own.
+    fn spawn_load(
+        &self,
+        cache: &Cache<u64, u64, AppError>,
+        key: u64,
+        latency: Duration,
+    ) -> tokio::task::JoinHandle<Result<u64, AppError>> {
+        let (timeline, cache) = (self.clone(), cache.clone());
+        tokio::spawn(async move { timeline.load(&cache, key, latency).await })
+    }
+
     /// Origin calls running at once on average from the first call's start to the last
     /// call's start: while work was queued.
     fn average_while_queued(&self) -> f64 {
@@ -129,16 +155,8 @@ async fn flush(caches: &[Cache<u64, u64, AppError>], keys: u64, latency: Duratio
     let timeline = Timeline::default();
     let mut loads = Vec::new();
     for key in 0..keys {
-        let cache = caches[key as usize % caches.len()].clone();
-        let timeline = timeline.clone();
-        loads.push(tokio::spawn(async move {
-            cache
-                .load(
-                    key,
-                    move || async move { timeline.call(key, latency).await },
-                )
-                .await
-        }));
+        let cache = &caches[key as usize % caches.len()];
+        loads.push(timeline.spawn_load(cache, key, latency));
     }
     for (key, load) in loads.into_iter().enumerate() {
         assert_eq!(load.await.unwrap(), Ok(key as u64));
@@ -208,12 +226,7 @@ async fn a_replica_with_a_backlog_does_not_starve_one_that_asks_later() {
             let (cache, timeline) = (busy_cache.clone(), timeline.clone());
             let done = backlog_done.clone();
             tokio::spawn(async move {
-                let answer = cache
-                    .load(
-                        key,
-                        move || async move { timeline.call(key, latency).await },
-                    )
-                    .await;
+                let answer = timeline.load(&cache, key, latency).await;
                 done.fetch_add(1, Ordering::SeqCst);
                 answer
             })
@@ -223,17 +236,7 @@ async fn a_replica_with_a_backlog_does_not_starve_one_that_asks_later() {
     // The second replica asks for 8 while the first holds every permit: its fair share
     // is half, so it waits for a few of the first's loads, not for the backlog.
     let late_loads: Vec<_> = (1000..1008)
-        .map(|key| {
-            let (cache, timeline) = (late_cache.clone(), timeline.clone());
-            tokio::spawn(async move {
-                cache
-                    .load(
-                        key,
-                        move || async move { timeline.call(key, latency).await },
-                    )
-                    .await
-            })
-        })
+        .map(|key| timeline.spawn_load(&late_cache, key, latency))
         .collect();
     for (key, load) in (1000..).zip(late_loads) {
         assert_eq!(bounded(load).await.unwrap(), Ok(key));
@@ -272,17 +275,7 @@ async fn a_store_that_cannot_be_reached_leaves_each_replica_its_local_share() {
     let timeline = Timeline::default();
     let latency = Duration::from_millis(20);
     let loads: Vec<_> = (0..30)
-        .map(|key| {
-            let (cache, timeline) = (cache.clone(), timeline.clone());
-            tokio::spawn(async move {
-                cache
-                    .load(
-                        key,
-                        move || async move { timeline.call(key, latency).await },
-                    )
-                    .await
-            })
-        })
+        .map(|key| timeline.spawn_load(&cache, key, latency))
         .collect();
     for (key, load) in (0..).zip(loads) {
         assert_eq!(bounded(load).await.unwrap(), Ok(key));
@@ -479,17 +472,7 @@ async fn loads_shed_or_dropped_while_queued_leave_no_permit_behind() {
     let timeline = Timeline::default();
     let latency = Duration::from_millis(40);
     let loads: Vec<_> = (0..120u64)
-        .map(|key| {
-            let (cache, timeline) = (caches[key as usize % 2].clone(), timeline.clone());
-            tokio::spawn(async move {
-                cache
-                    .load(
-                        key,
-                        move || async move { timeline.call(key, latency).await },
-                    )
-                    .await
-            })
-        })
+        .map(|key| timeline.spawn_load(&caches[key as usize % 2], key, latency))
         .collect();
     // A third of the callers give up at once: their loads are dropped wherever they are.
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -545,12 +528,7 @@ async fn with_fewer_permits_than_replicas_every_replica_takes_its_turn() {
         let (cache, timeline) = (caches[at].clone(), timeline.clone());
         let (done, first_done) = (done.clone(), first_done.clone());
         loads.push(tokio::spawn(async move {
-            let answer = cache
-                .load(
-                    key,
-                    move || async move { timeline.call(key, latency).await },
-                )
-                .await;
+            let answer = timeline.load(&cache, key, latency).await;
             let finished = done.fetch_add(1, Ordering::SeqCst);
             first_done.lock().unwrap()[at].get_or_insert(finished);
             answer

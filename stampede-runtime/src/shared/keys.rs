@@ -117,21 +117,22 @@ impl fmt::Display for EntryKey {
 
 /// The key holding `tag`'s version: `prefix:3:tag:{<tag>}`, a slot of its own per tag.
 pub(crate) fn tag_key(prefix: &str, tag: &str) -> String {
-    let mut key = String::new();
-    escape_into(&mut key, prefix);
-    write!(key, ":{LAYOUT}:tag:{{").expect("writing to a String");
-    escape_into(&mut key, tag);
-    key.push('}');
-    key
+    slot_key(prefix, "tag", tag)
 }
 
 /// The hash holding a fleet-wide admission's permits: `prefix:3:admission:{<name>}`, one
 /// slot per admission (see `redis/lua/permits.lua`).
 pub(crate) fn admission_key(prefix: &str, admission: &str) -> String {
+    slot_key(prefix, "admission", admission)
+}
+
+/// `prefix:3:<kind>:{<name>}`: `name` as the key's hash tag, so on a cluster each lives
+/// on the master of its own slot.
+fn slot_key(prefix: &str, kind: &str, name: &str) -> String {
     let mut key = String::new();
     escape_into(&mut key, prefix);
-    write!(key, ":{LAYOUT}:admission:{{").expect("writing to a String");
-    escape_into(&mut key, admission);
+    write!(key, ":{LAYOUT}:{kind}:{{").expect("writing to a String");
+    escape_into(&mut key, name);
     key.push('}');
     key
 }

@@ -39,19 +39,10 @@ impl Client {
         token: PermitToken,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let key = admission_key(&self.config.prefix, admission);
-        let (_, breaker) = self.shards.for_key(&key);
+        let ttl = millis(ttl).max(1).to_string();
         let token = token.to_string();
-        let still: i64 = self
-            .call_through(&breaker, |mut connection| {
-                let mut invocation = self.scripts.permits.prepare_invoke();
-                invocation
-                    .key(key.as_str())
-                    .arg("renew")
-                    .arg(millis(ttl).max(1))
-                    .arg(token.as_str());
-                async move { invocation.invoke_async(&mut connection).await }
-            })
+        let still = self
+            .permit_call(admission, &["renew", &ttl, &token])
             .await?;
         Ok(still == 1)
     }
@@ -61,17 +52,21 @@ impl Client {
         admission: &str,
         token: PermitToken,
     ) -> Result<bool, StoreError> {
+        let token = token.to_string();
+        let given = self.permit_call(admission, &["give", &token]).await?;
+        Ok(given == 1)
+    }
+
+    /// The permits script on `admission`'s hash with `args`, answering a number.
+    async fn permit_call(&self, admission: &str, args: &[&str]) -> Result<i64, StoreError> {
         let key = admission_key(&self.config.prefix, admission);
         let (_, breaker) = self.shards.for_key(&key);
-        let token = token.to_string();
-        let given: i64 = self
-            .call_through(&breaker, |mut connection| {
-                let mut invocation = self.scripts.permits.prepare_invoke();
-                invocation.key(key.as_str()).arg("give").arg(token.as_str());
-                async move { invocation.invoke_async(&mut connection).await }
-            })
-            .await?;
-        Ok(given == 1)
+        self.call_through(&breaker, |mut connection| {
+            let mut invocation = self.scripts.permits.prepare_invoke();
+            invocation.key(key.as_str()).arg(args);
+            async move { invocation.invoke_async(&mut connection).await }
+        })
+        .await
     }
 }
 
