@@ -575,3 +575,52 @@ async fn a_fleet_limit_holds_on_a_cluster() {
         assert_eq!((fleet.held, fleet.local_total), (0, 0), "{fleet:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restarted_without_its_data_mid_flush_costs_at_most_the_documented_bound() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (limit, local_limit) = (8, 2);
+    let replicas: Vec<Runtime> = (0..4)
+        .map(|_| replica(redis.url(), limit, true, local_limit))
+        .collect();
+    let caches: Vec<_> = replicas.iter().map(cache).collect();
+    let flushing = tokio::spawn({
+        let caches = caches.clone();
+        async move { flush(&caches, 400, Duration::from_millis(40)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Killed and started again empty: every permit, and the script, forgotten.
+    redis.restart();
+    let timeline = bounded(flushing).await.unwrap();
+    let bound = 2 * limit + replicas.len() * local_limit;
+    println!(
+        "Redis restarted mid-flush: at most {} at once (limit {limit}, bound {bound}), {:.1} on average",
+        timeline.max(),
+        timeline.average_while_queued()
+    );
+    assert!(timeline.max() <= bound, "{} at once", timeline.max());
+    // Back to the limit once the calls from before the restart are done: a second flush
+    // (of another cache, so every key loads) on the restarted Redis keeps it.
+    let others: Vec<_> = (replicas.iter())
+        .map(|r| named_cache(r, "after-restart"))
+        .collect();
+    let after = bounded(flush(&others, 200, Duration::from_millis(40))).await;
+    println!(
+        "after the restart: at most {} at once, {:.1} on average",
+        after.max(),
+        after.average_while_queued()
+    );
+    assert_eq!(
+        after.max(),
+        limit,
+        "{} at once after the restart",
+        after.max()
+    );
+    let fell_back: u64 = (replicas.iter())
+        .map(|r| r.fleet_admission("db").unwrap().local_total)
+        .sum();
+    println!("{fell_back} loads took a local share");
+}
