@@ -11,13 +11,14 @@
 //!   replica wait hands its permit to the first of them, with no call at all while the
 //!   replica holds no more than its share, so a busy replica keeps its share busy
 //!   without a gap; above its share it gives the permit back.
-//! - **Fair:** the store grants a replica at most its max-min fair share of the limit,
-//!   judged on what every replica holds and waits for, so one replica's backlog cannot
-//!   starve another's; a replica above its share gives permits back as its loads end.
+//! - **Fair:** the store grants a replica at most its max-min fair share of the limit in
+//!   whole permits, judged on what every replica holds and waits for, the remainder going
+//!   round by turns, so one replica's backlog cannot starve another's; a replica above its
+//!   share gives permits back as its loads end.
 //! - **Waiting:** while the store is full, one of a replica's waiting loads asks for all
 //!   of them at a time, at most every [`POLL`], and what the store grants goes to the
-//!   first in line. Those asks also tell the replica its share as the others' demand
-//!   changes.
+//!   first in line (a `High` load joins the line at its front). Those asks also tell the
+//!   replica its share as the others' demand changes.
 //! - **The store unreachable** (its circuit breaker open, or [`FAILED_ASKS`] asks in a
 //!   row unanswered): loads take the replica's own `local_limit` permits instead, for
 //!   [`RETRY`] before the store is asked again. The fleet then sees at most
