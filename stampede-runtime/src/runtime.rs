@@ -445,8 +445,8 @@ impl Runtime {
         Some(FleetAdmissionStats {
             held: counts.held as u64,
             local: counts.local as u64,
-            local_total: counts.fell_back,
-            lapsed: counts.lost,
+            local_total: counts.local_total,
+            lapsed: counts.lapsed,
         })
     }
 

@@ -50,9 +50,9 @@ impl Runtime {
                 metrics::gauge!("stampede_admission_fleet_local", "admission" => name.clone())
                     .set(fleet.local as f64);
                 metrics::counter!("stampede_admission_fleet_local_total", "admission" => name.clone())
-                    .absolute(fleet.fell_back);
+                    .absolute(fleet.local_total);
                 metrics::counter!("stampede_admission_fleet_lapsed_total", "admission" => name)
-                    .absolute(fleet.lost);
+                    .absolute(fleet.lapsed);
             }
         }
         if let Some(stats) = self.backend_stats() {

@@ -89,28 +89,28 @@ pub(crate) struct FleetCounts {
     /// Loads holding a local permit now (the store unreachable).
     pub(crate) local: usize,
     /// Loads that took a local permit because the store could not be asked.
-    pub(crate) fell_back: u64,
+    pub(crate) local_total: u64,
     /// Permits that lapsed while their load ran (a renewal found them gone).
-    pub(crate) lost: u64,
+    pub(crate) lapsed: u64,
 }
 
 #[derive(Debug)]
 struct Waiter {
     id: u64,
-    answer: oneshot::Sender<Stored>,
+    answer: oneshot::Sender<StorePermit>,
 }
 
-/// A load's fleet-wide permit: one the store holds, or one of the replica's local share.
-/// Held for what its drop does.
+/// A load's fleet-wide permit: one the store holds, or one of the replica's local share,
+/// held for what its drop does.
 #[derive(Debug)]
 pub(crate) enum FleetPermit {
-    Stored(#[allow(dead_code)] Stored),
-    Local(#[allow(dead_code)] Local),
+    Store { _permit: StorePermit },
+    Local { _permit: LocalPermit },
 }
 
 /// A permit held in the store: renewed while held; when dropped, handed to the replica's
 /// next waiting load or given back.
-pub(crate) struct Stored(Option<Holding>);
+pub(crate) struct StorePermit(Option<Holding>);
 
 /// What a stored permit is: its token, and the task renewing it.
 struct Holding {
@@ -119,12 +119,12 @@ struct Holding {
     token: PermitToken,
     renewing: JoinHandle<()>,
     /// A renewal found the permit gone (lapsed, reclaimed): it is handed to no one.
-    lost: Arc<AtomicBool>,
+    lapsed: Arc<AtomicBool>,
 }
 
 /// A permit of the local share.
 #[derive(Debug)]
-pub(crate) struct Local {
+pub(crate) struct LocalPermit {
     fleet: Arc<Fleet>,
     _permit: OwnedSemaphorePermit,
 }
@@ -185,7 +185,7 @@ impl Fleet {
                 });
             }
             match tokio::time::timeout(POLL, &mut granted).await {
-                Ok(Ok(permit)) => return FleetPermit::Stored(permit),
+                Ok(Ok(permit)) => return FleetPermit::Store { _permit: permit },
                 // Let go unanswered: the store could not be asked.
                 Ok(Err(_)) => return self.local().await,
                 Err(_) => {}
@@ -210,11 +210,13 @@ impl Fleet {
         let permit = permit.expect("the local share's semaphore is never closed");
         let mut state = self.state();
         state.counts.local += 1;
-        state.counts.fell_back += 1;
-        FleetPermit::Local(Local {
-            fleet: self.clone(),
-            _permit: permit,
-        })
+        state.counts.local_total += 1;
+        FleetPermit::Local {
+            _permit: LocalPermit {
+                fleet: self.clone(),
+                _permit: permit,
+            },
+        }
     }
 
     /// Asks the store for a permit for each waiting load no request in flight asks for
@@ -254,19 +256,19 @@ impl Fleet {
                 let mut unwanted = Vec::new();
                 for token in permits.granted {
                     state.counts.held += 1;
-                    let lost = Arc::new(AtomicBool::new(false));
-                    let mut permit = Stored(Some(Holding {
+                    let lapsed = Arc::new(AtomicBool::new(false));
+                    let mut permit = StorePermit(Some(Holding {
                         fleet: self.clone(),
                         replica: replica.clone(),
                         token,
-                        renewing: self.renew(replica.clone(), token, lost.clone()),
-                        lost,
+                        renewing: self.renew(replica.clone(), token, lapsed.clone()),
+                        lapsed,
                     }));
                     // To the first in line that still waits; a surplus goes back.
                     while let Some(waiter) = state.waiting.pop_front() {
                         match waiter.answer.send(permit) {
                             Ok(()) => {
-                                permit = Stored(None);
+                                permit = StorePermit(None);
                                 break;
                             }
                             Err(back) => permit = back,
@@ -302,12 +304,12 @@ impl Fleet {
         true
     }
 
-    /// Renews the permit `token` every quarter of its TTL until it is dropped or lost.
+    /// Renews the permit `token` every quarter of its TTL until it is dropped or lapsed.
     fn renew(
         self: &Arc<Self>,
         replica: Arc<Replica>,
         token: PermitToken,
-        lost: Arc<AtomicBool>,
+        lapsed: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
         let fleet = self.clone();
         background::handle().spawn(async move {
@@ -318,8 +320,8 @@ impl Fleet {
                     .await;
                 if let Ok(false) = renewed {
                     tracing::warn!(admission = %fleet.name, "a fleet-wide permit lapsed while its load ran (a renewal came too late): the fleet may see one origin call above its limit until the load ends");
-                    lost.store(true, Ordering::Relaxed);
-                    fleet.state().counts.lost += 1;
+                    lapsed.store(true, Ordering::Relaxed);
+                    fleet.state().counts.lapsed += 1;
                     return;
                 }
             }
@@ -332,9 +334,9 @@ impl Fleet {
     fn ended(holding: Holding) {
         let fleet = holding.fleet.clone();
         let mut state = fleet.state();
-        let lost = holding.lost.load(Ordering::Relaxed);
-        let mut permit = Stored(Some(holding));
-        if state.counts.held <= state.share && !lost {
+        let lapsed = holding.lapsed.load(Ordering::Relaxed);
+        let mut permit = StorePermit(Some(holding));
+        if state.counts.held <= state.share && !lapsed {
             while let Some(waiter) = state.waiting.pop_front() {
                 match waiter.answer.send(permit) {
                     Ok(()) => {
@@ -379,14 +381,14 @@ impl Drop for InLine<'_> {
     }
 }
 
-impl std::fmt::Debug for Stored {
+impl std::fmt::Debug for StorePermit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let token = self.0.as_ref().map(|holding| holding.token);
-        f.debug_tuple("Stored").field(&token).finish()
+        f.debug_tuple("StorePermit").field(&token).finish()
     }
 }
 
-impl Drop for Stored {
+impl Drop for StorePermit {
     fn drop(&mut self) {
         if let Some(holding) = self.0.take() {
             Fleet::ended(holding);
@@ -394,7 +396,7 @@ impl Drop for Stored {
     }
 }
 
-impl Drop for Local {
+impl Drop for LocalPermit {
     fn drop(&mut self) {
         self.fleet.state().counts.local -= 1;
     }

@@ -95,43 +95,50 @@ async fn reserved_permits_go_to_high_priority_loads_only() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_queued_high_priority_load_takes_whichever_permit_frees_first() {
+/// A high-priority load queued while the shared and the reserved permit are both taken,
+/// then `reserved_first` or the shared one freed: it is admitted by whichever it was, and
+/// the other kind stays as it was.
+async fn a_queued_high_priority_load_takes_the_freed(reserved_first: bool) {
     let admission = with_shares(2, 1, None);
     let shared_permit = admission
         .enter(NORMAL, None, None)
         .await
         .expect("the shared permit");
-    let reserved = admission
+    let reserved_permit = admission
         .enter(Priority::High, None, None)
         .await
         .expect("the reserved one");
     let waiting = in_queue(&admission, Priority::High, None);
     tokio::time::sleep(Duration::from_millis(10)).await;
-    drop(reserved);
-    assert!(waiting.await.unwrap(), "admitted by the reserved permit");
-    drop(shared_permit);
+    let (freed, kept) = match reserved_first {
+        true => (reserved_permit, shared_permit),
+        false => (shared_permit, reserved_permit),
+    };
+    drop(freed);
+    assert!(waiting.await.unwrap(), "admitted by the freed permit");
+    let reserved = admission.reserved.as_ref().unwrap();
+    // The admitted load's permit went back when its task ended; the kept one is held.
+    let free = (
+        admission.permits.available_permits(),
+        reserved.available_permits(),
+    );
+    assert_eq!(free, if reserved_first { (0, 1) } else { (1, 0) });
+    drop(kept);
+    let free = (
+        admission.permits.available_permits(),
+        reserved.available_permits(),
+    );
+    assert_eq!(free, (1, 1), "every permit back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_high_priority_load_takes_the_reserved_permit_if_it_frees_first() {
+    a_queued_high_priority_load_takes_the_freed(true).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_queued_high_priority_load_takes_the_shared_permit_if_it_frees_first() {
-    let admission = with_shares(2, 1, None);
-    let shared_permit = admission
-        .enter(NORMAL, None, None)
-        .await
-        .expect("the shared permit");
-    let reserved = admission
-        .enter(Priority::High, None, None)
-        .await
-        .expect("the reserved one");
-    let waiting = in_queue(&admission, Priority::High, None);
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    drop(shared_permit);
-    assert!(waiting.await.unwrap(), "admitted by the shared permit");
-    assert_eq!(admission.permits.available_permits(), 1, "given back");
-    drop(reserved);
-    let reserved = admission.reserved.as_ref().unwrap();
-    assert_eq!(reserved.available_permits(), 1);
+    a_queued_high_priority_load_takes_the_freed(false).await;
 }
 
 /// A high-priority load queued on both semaphores that gives up (its queue timeout, or
