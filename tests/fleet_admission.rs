@@ -382,7 +382,26 @@ async fn a_replica_killed_mid_flush_gives_its_permits_back_within_the_permit_ttl
         let caches = caches.clone();
         async move { flush(&caches, 2000, latency).await }
     });
-    eventually(|| held(&replicas) > 0).await;
+    // Under way once a survivor holds or waits for a permit in Redis (the dying replica
+    // may hold all of them until it is killed).
+    let tag = id[..8].to_owned();
+    let survivors_asked = || {
+        let output = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.port().to_string(), "--raw", "hkeys"])
+            .arg("stampede:3:admission:{db}")
+            .output()
+            .unwrap();
+        let fields = String::from_utf8_lossy(&output.stdout).into_owned();
+        fields
+            .lines()
+            .any(|field| !field.ends_with(tag.as_str()) && !field.starts_with(&format!("p {tag}")))
+    };
+    bounded(async {
+        while !survivors_asked() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let permits_of = |tag: &str| {
         let output = std::process::Command::new("redis-cli")
             .args(["-p", &redis.port().to_string(), "--raw", "hkeys"])
