@@ -179,11 +179,12 @@ fn received(runtime: &Runtime) -> u64 {
 }
 
 /// Waits until `runtime`'s subscription is up (it connects lazily, on first use).
+/// The subscription is up and confirmed (the hearing lease holds): tiered copies serve.
 async fn subscribed(runtime: &Runtime) {
     eventually(|| {
         runtime
             .backend_stats()
-            .is_some_and(|stats| stats.subscribed)
+            .is_some_and(|stats| stats.subscribed && stats.hearing)
     })
     .await;
 }

@@ -173,5 +173,36 @@ pub(crate) use std::time::Instant as StoreInstant;
 #[cfg(feature = "simulation")]
 pub(crate) use tokio::time::Instant as StoreInstant;
 
+/// A moment on the store's monotonic clock as nanoseconds from a fixed origin, so one
+/// atomic can hold it (a hearing lease's end, `hearing.rs`).
+// Without the `redis` feature no store renews a lease: unused, not wrong.
+#[cfg(not(feature = "simulation"))]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) fn store_nanos(at: StoreInstant) -> u64 {
+    let ticker = Ticker::get();
+    at.saturating_duration_since(ticker.start).as_nanos() as u64
+}
+
+/// The store's clock now, as [`store_nanos`] counts: the coarse ticker's reading (one
+/// atomic load), so a check on a hit costs no system call.
+#[cfg(not(feature = "simulation"))]
+pub(crate) fn store_nanos_now() -> u64 {
+    Ticker::get().recent().0
+}
+
+/// In a simulation the store's clock is Tokio's paused one, counted from the first moment
+/// anything asked.
+#[cfg(feature = "simulation")]
+pub(crate) fn store_nanos(at: StoreInstant) -> u64 {
+    static ORIGIN: OnceLock<StoreInstant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(|| at);
+    at.saturating_duration_since(origin).as_nanos() as u64
+}
+
+#[cfg(feature = "simulation")]
+pub(crate) fn store_nanos_now() -> u64 {
+    store_nanos(StoreInstant::now())
+}
+
 #[cfg(test)]
 mod tests;

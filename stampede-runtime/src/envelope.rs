@@ -9,6 +9,9 @@ use std::time::Duration;
 pub(crate) const REARMED: u8 = 1;
 /// A mark: the value has tags (see [`Envelope::tags`]).
 pub(crate) const TAGGED: u8 = 2;
+/// A mark: a tiered copy of what the shared store holds, served only while the replica's
+/// hearing lease holds (see `hearing.rs`).
+pub(crate) const HEARD: u8 = 4;
 
 /// Where a value stands at a given moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,8 @@ pub(crate) struct Envelope<V> {
     pub(crate) generation: u64,
     /// What sets the value apart from a plain one, which a fresh hit serves after one
     /// compare of this byte: [`REARMED`] (served by the fail-safe after the origin
-    /// failed, not by a successful load), [`TAGGED`] (its tags are checked first).
+    /// failed, not by a successful load), [`TAGGED`] (its tags are checked first),
+    /// [`HEARD`] (a tiered copy: the hearing lease is checked first).
     pub(crate) marks: u8,
     /// The version of the source the value was read at, when the cache tracks one.
     pub(crate) source_version: Option<u64>,
@@ -88,6 +92,11 @@ impl<V> Envelope<V> {
     #[inline(always)]
     pub(crate) fn plain(&self) -> bool {
         self.marks == 0
+    }
+
+    /// A copy that notices keep current: served only while the hearing lease holds.
+    pub(crate) fn heard(&self) -> bool {
+        self.marks & HEARD != 0
     }
 
     /// Carries the versions of its tags, checked before it is served.

@@ -29,6 +29,7 @@ mod error;
 mod failure;
 mod flight;
 mod handle;
+mod hearing;
 mod hot_keys;
 #[doc(hidden)]
 pub mod macro_support;
@@ -57,9 +58,10 @@ pub use error::{Error, OriginError};
 pub use handle::{ExpressionKey, Handle, KeyOf, LeaderMode};
 pub use hot_keys::{HotKey, DEFAULT_HOT_KEYS};
 pub use per_call::{
-    bypass, bypass_blocking, priority, refresh, refresh_blocking, PerCall, Prioritized,
+    acknowledged, bypass, bypass_blocking, priority, refresh, refresh_blocking, Acknowledged,
+    PerCall, Prioritized,
 };
-pub use policy::Priority;
+pub use policy::{Consistency, Priority};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use runtime::{invalidate_tag, Runtime, RuntimeBuilder};
 pub use stats::{BackendStats, FleetAdmissionStats, Stats};

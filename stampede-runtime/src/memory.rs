@@ -33,6 +33,9 @@ pub(crate) struct Memory<K, V> {
     /// Behind an `Arc`: moka clones what it returns, and a hit needs the value and two
     /// deadlines, not a copy of every field of the envelope.
     entries: moka::sync::Cache<K, Arc<Envelope<V>>, SeedableRandomState>,
+    /// The replica's hearing lease, once a tiered cache connected to the shared store:
+    /// what a heard copy is served under.
+    lease: std::sync::OnceLock<Arc<crate::hearing::HearingLease>>,
 }
 
 impl<K, V> Memory<K, V>
@@ -77,7 +80,13 @@ where
         };
         Memory {
             entries: builder.build_with_hasher(seeded_hasher()),
+            lease: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Heard copies are served under `lease` from now on (a tiered cache connected).
+    pub(crate) fn hear_under(&self, lease: Arc<crate::hearing::HearingLease>) {
+        let _ = self.lease.set(lease);
     }
 
     /// The envelope held for `key`, shared with the store: what the hit path reads.
@@ -95,8 +104,13 @@ where
         self.entries.get(key)
     }
 
-    /// Whether `held` may be served as far as its tags go; one whose tag moved is dropped.
+    /// Whether `held` may be served as far as its tags and the hearing lease go; one whose
+    /// tag moved is dropped. A heard copy past the lease stays (a renewal makes it
+    /// servable again, every notice before it applied) but is not served now.
     pub(crate) fn unless_retired(&self, key: &K, held: &Envelope<V>) -> bool {
+        if held.heard() && !self.lease.get().is_some_and(|lease| lease.holds()) {
+            return false;
+        }
         match &held.tags {
             Some(stamp) if !stamp.current() => {
                 self.retire(key);

@@ -138,6 +138,27 @@ pub fn priority<F: Future>(priority: crate::Priority, call: F) -> Prioritized<F>
     PRIORITY.scope(priority, call)
 }
 
+tokio::task_local! {
+    /// Set by [`acknowledged`] for the writes under it.
+    static ACKNOWLEDGED: ();
+}
+
+/// A future whose writes wait for acknowledgements; see [`acknowledged`].
+pub type Acknowledged<F> = tokio::task::futures::TaskLocalFuture<(), F>;
+
+/// Runs `call` with every invalidation and insert it makes waiting as
+/// [`Consistency::Acknowledged`](crate::Consistency) does, whatever its cache's setting:
+/// `stampede::acknowledged(LOAD_PROFILE.invalidate(&key)).await` returns once no tiered
+/// replica can serve the value it retired.
+pub fn acknowledged<F: Future>(call: F) -> Acknowledged<F> {
+    ACKNOWLEDGED.scope((), call)
+}
+
+/// Whether the current task runs under [`acknowledged`]: read once per write.
+pub(crate) fn acknowledging() -> bool {
+    ACKNOWLEDGED.try_with(|()| ()).is_ok()
+}
+
 /// The priority the current task's [`priority`] set, if any: read once per load led,
 /// never on a hit.
 pub(crate) fn current_priority() -> Option<crate::Priority> {

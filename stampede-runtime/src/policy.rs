@@ -37,6 +37,7 @@ pub struct Policy {
     hot_keys: usize,
     admission: Option<Arc<str>>,
     priority: Priority,
+    consistency: Consistency,
     lease: Option<Duration>,
     fleet_lease: bool,
     version: u32,
@@ -79,6 +80,7 @@ impl Policy {
                 hot_keys: crate::hot_keys::DEFAULT_HOT_KEYS,
                 admission: None,
                 priority: Priority::Normal,
+                consistency: Consistency::Eventual,
                 lease: None,
                 fleet_lease: true,
                 version: 0,
@@ -150,6 +152,11 @@ impl Policy {
     /// How much this cache's origin calls matter when its admission's permits are short.
     pub fn priority(&self) -> Priority {
         self.priority
+    }
+
+    /// What the cache's invalidations and inserts wait for (see [`Consistency`]).
+    pub fn consistency(&self) -> Consistency {
+        self.consistency
     }
     /// How long a replica's claim to load a key holds on a shared store, if it neither
     /// publishes nor gives it back (a crashed or frozen replica): the longest the other
@@ -344,6 +351,13 @@ impl PolicyBuilder {
         self.policy.admission = Some(name.into());
         self
     }
+    /// What this cache's invalidations and inserts wait for before they return (default
+    /// [`Consistency::Eventual`]; see [`Consistency`]).
+    pub fn consistency(mut self, consistency: Consistency) -> Self {
+        self.policy.consistency = consistency;
+        self
+    }
+
     /// How much this cache's origin calls matter when its admission's permits are short
     /// (default [`Priority::Normal`]): a high-priority load may take the admission's
     /// reserved permits, a low-priority one is shed first (see [`Priority`]).
@@ -496,6 +510,27 @@ pub enum Priority {
     Normal,
     /// May take the reserved permits: the requests a user waits for.
     High,
+}
+
+/// What a cache's writes (`invalidate`, `invalidate_at`, `insert`) wait for before they
+/// return, on the tiered backend ([`PolicyBuilder::consistency`], `consistency =
+/// "acknowledged"` in a function's overrides; one call: [`acknowledged`](crate::acknowledged)).
+///
+/// With `Eventual` (the default) a write returns once Redis took it; another tiered
+/// replica drops its memory copy when the notice reaches it, usually within a millisecond.
+/// With `Acknowledged` it returns once every replica that heard the notice applied it and
+/// said so, or once the hearing lease (`hearing_lease`, 500 ms by default) ran out, after
+/// which a replica that did not apply it serves no copy: a call that begins anywhere in
+/// the fleet after the write returned reads what the write left. The memory and redis
+/// backends keep no copies that outlive a write elsewhere, and pay nothing for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    /// Return once the shared store took the write.
+    #[default]
+    Eventual,
+    /// Return once no replica can serve what the write retired.
+    Acknowledged,
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 use super::Inner;
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, HEARD};
 use crate::memory::Memory;
+use crate::policy::Consistency;
 use crate::policy::Policy;
 use crate::shared::tier::{Found, Tier};
 use std::sync::Weak;
@@ -36,10 +37,20 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // time, and one it cannot hold is kept only for the degraded bound.
         let since = found.watching.since();
         let hears = since != 0 && since == tier.hearing();
+        // A cache whose writes are acknowledged keeps nothing no notice can reach: a copy
+        // loaded without the store would outlive an acknowledged write elsewhere.
+        let acknowledged = self.policy.consistency() == Consistency::Acknowledged;
         let envelope = match standing {
             Standing::Stored if !tier.keeps_memory || !hears => return None,
+            Standing::Own if !hears && acknowledged => return None,
+            Standing::Unheard if acknowledged => return None,
             Standing::Own if !hears => self.degraded(envelope, tier),
-            Standing::Stored | Standing::Own => envelope,
+            // Kept current by notices, so served only while they are known to arrive
+            // (the hearing lease).
+            Standing::Stored | Standing::Own => Envelope {
+                marks: envelope.marks | HEARD,
+                ..envelope
+            },
             Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
@@ -48,6 +59,19 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // of the change.
         let _heard = tier.copied(&found.key, key, fence, envelope.generation, since);
         Some(envelope)
+    }
+
+    /// What memory keeps of a value the shared store did not take and no notice reaches
+    /// (an insert whose invalidation failed): as a degraded copy, or nothing for a cache
+    /// whose writes are acknowledged.
+    pub(super) fn unheard_copy(&self, envelope: Envelope<V>) -> Option<Envelope<V>> {
+        let Some(tier) = self.tier() else {
+            return Some(envelope);
+        };
+        if self.policy.consistency() == Consistency::Acknowledged {
+            return None;
+        }
+        Some(self.degraded(envelope, tier))
     }
 
     /// `envelope`, servable no longer than the degraded bound from now, as a fail-safe

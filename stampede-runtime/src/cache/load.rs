@@ -33,7 +33,7 @@ use crate::deadline::within;
 use crate::envelope::{Envelope, State};
 use crate::error::Error;
 use crate::flight::{Join, Outcome};
-use crate::policy::Priority;
+use crate::policy::{Consistency, Priority};
 use crate::shared::tier::Found;
 use std::future::Future;
 use std::hash::Hash;
@@ -142,7 +142,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         if let Some(error) = self.known_error(key) {
             return Turn::Answered(Err(error));
         }
-        if !self.policy.coalesce() {
+        if !self.policy.coalesce() || self.deaf_to_acknowledged_writes() {
             return Turn::Lead(self.flights.start(key));
         }
         let leader = match self.join(key).await {
@@ -156,6 +156,17 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
             None => Turn::Lead(leader),
         }
+    }
+
+    /// A cache whose writes are acknowledged, on a replica whose hearing lease does not
+    /// hold: a load running here may have begun before a write elsewhere returned, and no
+    /// notice of it can have detached the load, so a caller does not join it (it loads on
+    /// its own, from the store or the origin, until the replica hears again).
+    fn deaf_to_acknowledged_writes(&self) -> bool {
+        self.policy.consistency() == Consistency::Acknowledged
+            && self.connected_tier().is_some_and(|tier| {
+                tier.keeps_memory && !tier.replica.store().hearing_lease().holds()
+            })
     }
 
     /// Joins `key`'s flight until this caller either leads it or has the leader's answer.

@@ -119,6 +119,9 @@ pub(super) async fn follow<K, V, E>(
                     known.clear();
                 }
             }
+            // Everything before it was handled: a hearing renewal or an acknowledgement
+            // may act.
+            Ok(StoreEvent::Passage(passage)) => passage.taken(),
             Err(RecvError::Closed) => return,
         }
     }

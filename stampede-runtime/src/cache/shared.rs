@@ -44,6 +44,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 self.policy.capacity(),
                 crate::memory::lifetime(&self.policy, self.clock.is_real_time()),
             ));
+            self.memory.hear_under(tier.replica.store().hearing_lease());
             // On the background threads, so it outlives the runtime that first connected.
             crate::shared::background::spawn(notices::follow(self.me.clone(), events));
             Some(tier)

@@ -6,6 +6,7 @@ use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::Envelope;
 use crate::error::Error;
+use crate::policy::Consistency;
 use crate::runtime::Runtime;
 use crate::shared::tier::Found;
 use crate::tags::{self, Began, Refusal, TagBook};
@@ -126,8 +127,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         let name = tags::scoped(&tagging.scope, tag.as_ref());
         match &tagging.runtime {
             Some(runtime) => {
+                let acknowledged = self.inner.policy.consistency() == Consistency::Acknowledged;
                 runtime
-                    .move_tag(&name, self.inner.policy.name().clone())
+                    .move_tag(&name, self.inner.policy.name().clone(), acknowledged)
                     .await
             }
             None => {

@@ -119,9 +119,10 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
     let (runtime, cache) = shared_cache(crate::Backend::tiered(redis.url()), "late-subscribed");
     cache.load(0, || async { Ok(0) }).await.unwrap();
     within(async {
+        // Copies are served once the hearing lease holds too.
         while !runtime
             .backend_stats()
-            .is_some_and(|stats| stats.subscribed)
+            .is_some_and(|stats| stats.subscribed && stats.hearing)
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

@@ -8,6 +8,7 @@ use super::{Cache, Inner};
 use crate::bounds::{CacheError, CacheKey, LocalValue, SourceVersion};
 use crate::envelope::Envelope;
 use crate::error::Error;
+use crate::policy::Consistency;
 use crate::shared::store::{Invalidated, LeaseFor, WriteThrough};
 use crate::shared::tier::Tier;
 use futures_util::FutureExt;
@@ -52,6 +53,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             return Ok(());
         }
         let began = (inner.tags_began(), inner.clock.precise());
+        // The value is as new as the call: its age counts from here, not from after the
+        // invalidation (which, acknowledged, may wait out a hearing lease).
+        let now = inner.clock.now();
         inner.invalidate_here(&key);
         let invalidated = inner.invalidate_shared(&key).await;
         // Where it began, in the store's fences: its own invalidation's fence is at most
@@ -71,16 +75,23 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         // A load of its own, so an invalidation from here on keeps this value out too.
         if !inner.policy.caches(&value) {
             // A value the policy never stores (`cache_if`): the key is only cleared.
+            if fenced.is_ok() {
+                inner.acknowledge(&key).await;
+            }
             return fenced;
         }
         let leader = inner.flights.start(&key);
         // The lease whatever is stored, as a refresh takes it: the value goes out under
-        // the newest fence, past the one this insert just raised.
-        let mut found = inner.find_shared(&key, LeaseFor::Refresh, None, None).await;
+        // the newest fence, past the one this insert just raised. Not when the store did
+        // not take the invalidation: unguarded, the value could land after a later write
+        // of the key had returned; it stays here, as a value loaded without the store.
+        let mut found = match fenced {
+            Ok(()) => inner.find_shared(&key, LeaseFor::Refresh, None, None).await,
+            Err(_) => None,
+        };
         if let Some(found) = found.as_mut() {
             found.write_through = write_through;
         }
-        let now = inner.clock.now();
         let answer = Ok(value.clone());
         let mut envelope = Envelope::fill(
             value,
@@ -107,8 +118,15 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
             Written::Kept(envelope) => envelope,
             Written::TagMoved => None,
         };
+        let envelope = match &fenced {
+            Ok(()) => envelope,
+            Err(_) => envelope.and_then(|envelope| inner.unheard_copy(envelope)),
+        };
         // Nobody joins this load: its answer only completes the flight.
         let _ = inner.settle(Some(leader), answer, envelope);
+        if fenced.is_ok() {
+            inner.acknowledge(&key).await;
+        }
         fenced
     }
 
@@ -174,7 +192,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     pub async fn invalidate(&self, key: &K) -> Result<(), Error> {
         // Fence first: a load that stores before the fence moves is removed just after.
         self.inner.invalidate_here(key);
-        self.inner.invalidate_shared(key).await.map(drop)
+        self.inner.invalidate_shared(key).await?;
+        self.inner.acknowledge(key).await;
+        Ok(())
     }
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
@@ -319,6 +339,31 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
 }
 
 impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
+    /// Whether this write waits for every tiered replica to drop what it retires: the
+    /// cache's consistency, or one call's ([`crate::acknowledged`]). Only a tiered cache
+    /// keeps copies another replica's write must reach.
+    fn acknowledging(&self, tier: &Tier<K, V>) -> bool {
+        tier.keeps_memory
+            && (self.policy.consistency() == Consistency::Acknowledged
+                || crate::per_call::acknowledging())
+    }
+
+    /// After a write of `key` the store took (an invalidation, an insert's publish): when
+    /// it is acknowledged, waits until no tiered replica can serve what it retired (see
+    /// `crate::hearing`, `shared/acknowledgement.rs`). Last, so the write's own steps follow each other as closely
+    /// as unacknowledged ones do.
+    pub(super) async fn acknowledge(&self, key: &K) {
+        let Some(tier) = self.connected_tier() else {
+            return;
+        };
+        if !self.acknowledging(tier) {
+            return;
+        }
+        if let Ok(entry) = tier.entry_key(key) {
+            tier.replica.acknowledged(entry.value()).await;
+        }
+    }
+
     /// The shared side of [`Cache::invalidate_at`]: the store decides whether it is late.
     /// When the store cannot decide, the value is dropped here (the side that can only cost
     /// a reload) and the invalidation queued.
@@ -344,9 +389,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             Ok(Invalidated::Fenced { .. }) => {
                 self.invalidate_here(key);
                 tier.forget(&entry);
+                self.acknowledge(key).await;
                 Ok(())
             }
-            Ok(Invalidated::Late) => Ok(()),
+            Ok(Invalidated::Late) => {
+                self.acknowledge(key).await;
+                Ok(())
+            }
             Err(error) => {
                 self.invalidate_here(key);
                 tier.forget(&entry);

@@ -254,6 +254,11 @@ backend_settings! {
     /// this replica's memory, where no invalidation from another replica can reach it
     /// (default: each cache's stale window).
     degraded_ttl: Option<Duration>, parse "values::some_duration" = None, check |_, _| Ok(());
+    /// How long a tiered replica serves its memory copies after it last confirmed that its
+    /// notice subscription delivers (it confirms every quarter of this); past it, reads
+    /// go to Redis until it hears again. An acknowledged invalidation waits at most this
+    /// long for a replica that does not answer (default 500ms, at least 10ms).
+    hearing_lease: Duration, parse "values::duration" = Duration::from_millis(500), check hearing_lease;
     /// The ACL user to authenticate as (default: the URL's, else Redis's `default` user).
     username: Option<String> = None, check |key, name| name.as_deref().map_or(Ok(()), |name| filled(key, name));
     /// The password (default: the URL's). Prefer `password_file` (a mounted secret) or
@@ -280,6 +285,13 @@ backend_settings! {
     sentinel_username: Option<String> = None, check |key, name| name.as_deref().map_or(Ok(()), |name| filled(key, name));
     /// The Sentinels' password, when they require one.
     sentinel_password: Option<Secret> = None, check |_, _| Ok(());
+}
+
+fn hearing_lease(key: &str, lease: &Duration) -> Result<(), String> {
+    match *lease < Duration::from_millis(10) {
+        true => Err(format!("{key} must be at least 10ms, not {lease:?}")),
+        false => Ok(()),
+    }
 }
 
 fn positive(key: &str, duration: &Duration) -> Result<(), String> {

@@ -6,7 +6,7 @@
 //! declaration.
 use super::values;
 use crate::policy::PolicyBuilder;
-use crate::policy::Priority;
+use crate::policy::{Consistency, Priority};
 use crate::xfetch::XFetch;
 use stampede_settings as settings;
 use std::time::Duration;
@@ -118,6 +118,9 @@ overrides! {
     /// How much the function's origin calls matter when permits are short: `"low"`,
     /// `"normal"` or `"high"` (see [`Priority`](crate::Priority)).
     priority: Priority, check any, apply priority;
+    /// What the function's invalidations and inserts wait for: `"eventual"` (default) or
+    /// `"acknowledged"` (see [`Consistency`](crate::Consistency)).
+    consistency: Consistency, check any, apply consistency;
 }
 
 fn xfetch(key: &str, xfetch: XFetch) -> Result<XFetch, String> {

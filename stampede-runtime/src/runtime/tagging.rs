@@ -1,6 +1,7 @@
 //! Tags on a runtime: one invalidation for every entry carrying a tag, in every cache
 //! built on the runtime (see `tags.rs` for how).
 use super::Runtime;
+use crate::config::backend::Kind;
 use crate::error::Error;
 use crate::tags::TagBook;
 use std::sync::Arc;
@@ -40,7 +41,8 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn invalidate_tag(&self, tag: impl AsRef<str>) -> Result<(), Error> {
-        self.move_tag(tag.as_ref(), "(every cache)".into()).await
+        self.move_tag(tag.as_ref(), "(every cache)".into(), false)
+            .await
     }
 
     /// The versions of the tags of this runtime's caches.
@@ -50,7 +52,14 @@ impl Runtime {
 
     /// Moves the tag `name` (a tag, or a tag scoped to one cache) here and, on a shared
     /// backend, for every replica; `cache` names who asked, in an error.
-    pub(crate) async fn move_tag(&self, name: &str, cache: Arc<str>) -> Result<(), Error> {
+    /// With `acknowledged` (or under [`crate::acknowledged`]), on the tiered backend, it
+    /// returns once no replica can serve an entry the move retired.
+    pub(crate) async fn move_tag(
+        &self,
+        name: &str,
+        cache: Arc<str>,
+        acknowledged: bool,
+    ) -> Result<(), Error> {
         let book = &self.state.tags;
         if !book.shared() {
             book.invalidate_here(name);
@@ -73,7 +82,15 @@ impl Runtime {
         replica.invalidate_tag(name).await.map_err(|error| Error::Backend {
             cache,
             message: format!("{error}; applied in this process and queued, sent again until the shared store takes it"),
-        })
+        })?;
+        // Under `acknowledged`, on a tiered fleet, once no replica serves an entry the
+        // move retired.
+        let tiered = self.state.config.backend_settings.kind == Kind::Tiered;
+        if tiered && (acknowledged || crate::per_call::acknowledging()) {
+            let tag_key = crate::shared::keys::tag_key(&replica.prefix, name);
+            replica.acknowledged(&tag_key).await;
+        }
+        Ok(())
     }
 }
 

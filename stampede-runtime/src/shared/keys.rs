@@ -126,6 +126,15 @@ pub(crate) fn admission_key(prefix: &str, admission: &str) -> String {
     slot_key(prefix, "admission", admission)
 }
 
+/// The hash of the replicas whose hearing leases may still run: `prefix:3:hearing`
+/// (see `redis/lua/hearing.lua`).
+pub(crate) fn hearing_key(prefix: &str) -> String {
+    let mut key = String::new();
+    escape_into(&mut key, prefix);
+    write!(key, ":{LAYOUT}:hearing").expect("writing to a String");
+    key
+}
+
 /// `prefix:3:<kind>:{<name>}`: `name` as the key's hash tag, so on a cluster each lives
 /// on the master of its own slot.
 fn slot_key(prefix: &str, kind: &str, name: &str) -> String {

@@ -57,6 +57,7 @@
 // Without the `redis` feature the store's machinery is still compiled (a cache's steps
 // name it) but nothing constructs a store: unused, not wrong.
 #![cfg_attr(not(feature = "redis"), allow(dead_code, unused_imports))]
+pub(crate) mod acknowledgement;
 pub(crate) mod background;
 pub(crate) mod fingerprint;
 pub(crate) mod keys;

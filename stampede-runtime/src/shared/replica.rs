@@ -17,6 +17,7 @@
 //! A background task on the background threads sends what is owed: at once when something is
 //! added, and every [`REPLAY_PERIOD`] while anything remains, in batches sent concurrently,
 //! so the work is linear in what is owed and no caller waits for all of it.
+use super::acknowledgement::Hearer;
 use super::background;
 use super::keys::EntryKey;
 #[cfg(feature = "redis")]
@@ -30,7 +31,7 @@ use crate::config::backend::BackendSettings;
 use crate::tags::TagBook;
 use futures_util::{StreamExt, TryStreamExt};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -56,6 +57,10 @@ pub(crate) struct Replica {
     added: Arc<Notify>,
     /// The runtime's tag versions, kept current by the store's notices.
     pub(crate) tags: Arc<TagBook>,
+    /// Acknowledged invalidations: every replica that heard one acknowledged it, or it
+    /// waited out the hearing lease instead.
+    pub(crate) acknowledged: AtomicU64,
+    pub(crate) waited_out: AtomicU64,
 }
 
 #[derive(Default)]
@@ -149,6 +154,7 @@ impl Replica {
         config.connect_timeout = settings.connect_timeout;
         config.breaker_failures = settings.breaker_failures;
         config.breaker_cooldown = settings.breaker_cooldown;
+        config.hearing_lease = settings.hearing_lease;
         let store = RedisStore::connect(config)?;
         let max_value = usize::try_from(settings.max_value_bytes).unwrap_or(usize::MAX);
         let mut replica = Self::over(
@@ -170,6 +176,8 @@ impl Replica {
             pending: AtomicBool::new(false),
             added: Arc::new(Notify::new()),
             tags: TagBook::new(true),
+            acknowledged: AtomicU64::new(0),
+            waited_out: AtomicU64::new(0),
         }
     }
 
@@ -243,6 +251,50 @@ impl Replica {
             self.owe_invalidation(key, true, None);
         }
         taken
+    }
+
+    /// Waits until no replica can serve what a write Redis took retired: every replica
+    /// whose hearing lease may run acknowledged everything sent to it before now (the
+    /// write's notice, published on `near`'s node, among it), or its lease ran out, after
+    /// which it serves no copy it has not heard about. When the registry cannot be read,
+    /// every lease is waited out.
+    pub(crate) async fn acknowledged(&self, near: &str) {
+        let acks = self.store.acknowledgements();
+        let hearers = match self.store.ask_acknowledgements(near, &acks).await {
+            Ok(hearers) => hearers,
+            Err(error) => {
+                tracing::debug!(target: "stampede", %error, "acknowledgements not asked for: waiting out the hearing lease");
+                return self.wait_out_hearing().await;
+            }
+        };
+        // The margin covers the coarse clock a hit reads (a tick late) and clocks running
+        // at slightly different rates. This replica applied the write before it was sent.
+        let margin = self.acknowledgement_margin();
+        let own = self.store.replica();
+        let hearers: Vec<Hearer> = (hearers.into_iter())
+            .filter(|hearer| hearer.replica != own)
+            .map(|hearer| Hearer {
+                ends: hearer.ends + margin,
+                ..hearer
+            })
+            .collect();
+        let counter = match acks.wait(&hearers).await {
+            true => &self.acknowledged,
+            false => &self.waited_out,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Waits until every replica's hearing lease, as it stood when a write was taken, ran
+    /// out: for when the registry of hearers cannot be read.
+    async fn wait_out_hearing(&self) {
+        let lease = self.store.hearing_lease().lease();
+        tokio::time::sleep(lease + self.acknowledgement_margin()).await;
+        self.waited_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn acknowledgement_margin(&self) -> Duration {
+        self.store.hearing_lease().lease() / 20 + Duration::from_millis(2)
     }
 
     /// [`Replica::invalidate`] for a change at `source_version`: the store decides whether

@@ -43,7 +43,9 @@ use std::fmt;
 use std::time::Duration;
 use tokio::sync::{broadcast, oneshot, watch};
 
+use super::acknowledgement::{Acknowledgements, Hearer};
 use super::keys::EntryKey;
+use crate::hearing::HearingLease;
 
 /// A failure of the shared store. The loader treats it as a miss (or skips the write) and
 /// counts it; it never fails a caller that the origin can serve.
@@ -385,6 +387,12 @@ pub(crate) enum StoreEvent {
     /// Copies and loads whose reads began under an earlier epoch may have missed a
     /// notice; those that began under this one did not.
     Subscribed(u64),
+    /// A marker after everything sent before it (see [`Passage`]): a listener takes it
+    /// ([`Passage::taken`]) and goes on.
+    ///
+    /// [`Passage`]: crate::shared::acknowledgement::Passage
+    /// [`Passage::taken`]: crate::shared::acknowledgement::Passage::taken
+    Passage(std::sync::Arc<crate::shared::acknowledgement::Passage>),
 }
 
 /// A load's hold on its key's notices ([`SharedStore::listen`]).
@@ -476,6 +484,22 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
         key: &'a EntryKey,
         source_version: u64,
     ) -> BoxFuture<'a, Result<Invalidated, StoreError>>;
+
+    /// Asks every replica that hears it to acknowledge what was sent to it before (a
+    /// write's notice among it: the ask goes out from the node that published it, the one
+    /// owning `near`), and lists the replicas whose hearing leases may still run, each
+    /// with the moment its lease ends at the latest. `acks` collects the answers.
+    fn ask_acknowledgements<'a>(
+        &'a self,
+        near: &'a str,
+        acks: &'a Acknowledgements,
+    ) -> BoxFuture<'a, Result<Vec<Hearer>, StoreError>>;
+
+    /// A new registration for the acknowledgements of one write.
+    fn acknowledgements(&self) -> Acknowledgements;
+
+    /// This replica's hearing lease: whether its heard copies may be served now.
+    fn hearing_lease(&self) -> std::sync::Arc<HearingLease>;
 
     /// Gives the lease back without publishing (the load failed, or its grant's reply was
     /// lost); only its holder's token releases it. `true` if it was released.

@@ -37,7 +37,7 @@
 //! `STAMPEDE_DIFFERENTIAL_SEED=S` starts the seeds at S. A failure names the seed and the
 //! command's index; the commands it prints replay it, except for the server's clock.
 use super::server::Server;
-use crate::shared::keys::{admission_key, notice_channel, tag_key, EntryKey, LAYOUT};
+use crate::shared::keys::{admission_key, hearing_key, notice_channel, tag_key, EntryKey, LAYOUT};
 use crate::shared::redis::{cluster, Scripts};
 use crate::shared::wire::{version_digits, Header, Wire};
 use redis::{ConnectionLike, Value};
@@ -189,6 +189,14 @@ fn outcome_of(command: &[Vec<u8>], reply: &Value, published: &[(Vec<u8>, Vec<u8>
             };
             format!("take, {which}{bound}")
         }
+        Value::Array(listed) if name.ends_with("hearing") => {
+            let young = match listed.get(1) {
+                Some(Value::Int(-1)) => ", no start",
+                _ => "",
+            };
+            format!("list, {} listed{young}", listed.len().saturating_sub(2) / 2)
+        }
+        Value::Int(n) if name.ends_with("hearing") => format!("renew {n}"),
         Value::Int(n) if name.ends_with("permits") => {
             let op = command
                 .get(4)
@@ -220,6 +228,7 @@ fn script_name(script: &[u8]) -> &'static str {
         ("tag", &scripts.tag),
         ("probe", &scripts.probe),
         ("permits", &scripts.permits),
+        ("hearing", &scripts.hearing),
     ]
     .into_iter()
     .find(|(_, lua)| lua.hash().as_bytes() == script || lua.code().as_bytes() == script)
@@ -278,6 +287,9 @@ enum Shape {
     Info,
     /// `PUBLISH`: the number of receivers is the network's, not the server's.
     Publish,
+    /// `hearing.lua`'s `list`: its entries as a set (Redis lists a small hash's fields in
+    /// the order they were written).
+    Hearing,
 }
 
 /// One step of a sequence.
@@ -1105,7 +1117,10 @@ impl<R: Real> Sequence<'_, R> {
         let permits = command
             .get(1)
             .is_some_and(|script| script_name(script) == "permits");
-        if permits && self.memory_full {
+        let hearing = command
+            .get(1)
+            .is_some_and(|script| script_name(script) == "hearing");
+        if (permits || hearing) && self.memory_full {
             outcomes.push(format!("{} (memory full)", outcomes[0]));
         }
         if permits && let Some(split) = self.permits_split(command, observed, keys) {
@@ -1443,6 +1458,16 @@ fn replies_agree(shape: Shape, real: &Value, model: &Value, window: Window) -> b
             run_id_in(real).is_some() && run_id_in(real) == run_id_in(model)
         }
         (Shape::Publish, Value::Int(_), Value::Int(_)) => true,
+        (Shape::Hearing, Value::Array(real), Value::Array(model)) => {
+            let entries = |reply: &[Value]| -> BTreeSet<(String, i64)> {
+                (reply.get(1..).unwrap_or_default().chunks(2))
+                    .filter_map(|pair| Some((text_of(pair.first()?)?, int_of(pair.get(1)?)?)))
+                    .collect()
+            };
+            real.get(..2) == model.get(..2)
+                && real.len() == model.len()
+                && entries(&real[1..]) == entries(&model[1..])
+        }
         _ => false,
     }
 }
@@ -1622,6 +1647,7 @@ impl<'s> Generator<'s> {
                 .map(|tag| tag_key(PREFIX, tag).into_bytes()),
         );
         keys.push(probe_key().into_bytes());
+        keys.push(hearing_key(PREFIX).into_bytes());
         keys.extend(
             self.admissions
                 .iter()
@@ -1753,8 +1779,77 @@ impl Generator<'_> {
             }
             990..=995 => self.probe(),
             996..=999 if self.whole_server && self.chance(25) => Step::Restart,
-            1000..=1249 => self.permits(),
+            1000..=1199 => self.permits(),
+            1200..=1249 => self.hearing(),
             _ => self.read(),
+        }
+    }
+
+    /// The hearing registry: a replica's renewal (a lease from 1 ms, which ends within the
+    /// sequence, to a second), a write's list of hearers, or an operator's damage to it.
+    fn hearing(&mut self) -> Step {
+        let key = hearing_key(PREFIX);
+        let mut invocation = self.scripts.hearing.prepare_invoke();
+        invocation.key(key.as_str());
+        match self.rng.u8(..10) {
+            0..=4 => {
+                let replica = self.pick(&self.nodes.clone()).clone();
+                let lease = match self.rng.u8(..4) {
+                    0 => 1,
+                    1 => self.rng.u64(2..30),
+                    2 => 200,
+                    _ => 1000,
+                };
+                let channel = format!("{}:r:{replica}", notice_channel(PREFIX));
+                let message = format!("h 3 {}", self.rng.u64(..1 << 40));
+                (invocation.arg("renew").arg(replica.as_str()))
+                    .arg(lease)
+                    .arg(channel.as_str())
+                    .arg(message.as_str());
+                Self::script_step(
+                    |evalsha| invocation.arguments(evalsha),
+                    Shape::Exact,
+                    Learn::Nothing,
+                )
+            }
+            5..=7 => {
+                let grace = match self.rng.u8(..3) {
+                    0 => 0,
+                    1 => 20,
+                    _ => 500,
+                };
+                invocation.arg("list").arg(grace);
+                Self::script_step(
+                    |evalsha| invocation.arguments(evalsha),
+                    Shape::Hearing,
+                    Learn::Nothing,
+                )
+            }
+            8 => self.command(
+                vec![b"SET".to_vec(), key.into_bytes(), b"not a hash".to_vec()],
+                Shape::Exact,
+            ),
+            _ => {
+                let field = self.pick(&self.nodes.clone()).clone();
+                let ends = match self.rng.u8(..3) {
+                    0 => (self.clock_ms + self.rng.u64(..300)).to_string(),
+                    1 => "abc".to_owned(),
+                    _ => self.clock_ms.saturating_sub(5).to_string(),
+                };
+                let field = match self.chance(20) {
+                    true => "@since".to_owned(),
+                    false => field,
+                };
+                self.command(
+                    vec![
+                        b"HSET".to_vec(),
+                        key.into_bytes(),
+                        field.into_bytes(),
+                        ends.into_bytes(),
+                    ],
+                    Shape::Exact,
+                )
+            }
         }
     }
 

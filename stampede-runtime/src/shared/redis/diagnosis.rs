@@ -139,14 +139,14 @@ impl Problems {
 /// fleet-wide admission's.
 const OPTIONAL: &[(&str, &str)] = &[
     ("info", "a publish is checked by its key's fence alone, not also by the server's run id (see the production guide)"),
-    ("hset", FLEET_ONLY),
-    ("hgetall", FLEET_ONLY),
-    ("hget", FLEET_ONLY),
-    ("hdel", FLEET_ONLY),
-    ("pexpire", FLEET_ONLY),
+    ("hset", HASHES),
+    ("hgetall", HASHES),
+    ("hget", HASHES),
+    ("hdel", HASHES),
+    ("pexpire", HASHES),
 ];
 
-const FLEET_ONLY: &str = "a fleet-wide admission (scope = \"fleet\") cannot keep its permits in Redis and each replica takes its local_limit instead";
+const HASHES: &str = "a fleet-wide admission (scope = \"fleet\") cannot keep its permits in Redis and each replica takes its local_limit instead, and an acknowledged write on the tiered backend waits out the whole hearing lease";
 
 impl Client {
     /// Tries, once, every command stampede sends (inside its scripts and outside them) on

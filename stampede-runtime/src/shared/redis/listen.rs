@@ -62,6 +62,13 @@ pub(crate) fn bucket_channel(channel: &str, bucket: u16) -> String {
     format!("{channel}:{bucket:03x}")
 }
 
+/// The channel only the replica `replica` listens to under the prefix's channel
+/// `channel`: its hearing lease's renewals and the acknowledgements its invalidations
+/// asked for.
+pub(crate) fn replica_channel(channel: &str, replica: &str) -> String {
+    format!("{channel}:r:{replica}")
+}
+
 /// One bucket's use.
 #[derive(Debug)]
 struct Bucket {

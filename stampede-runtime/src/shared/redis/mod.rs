@@ -56,6 +56,7 @@ mod call;
 pub(crate) mod cluster;
 mod connection;
 mod diagnosis;
+mod hearing;
 mod listen;
 mod notices;
 mod ops;
@@ -92,6 +93,8 @@ pub(crate) const DEFAULT_BREAKER_FAILURES: u32 = 3;
 /// Unless configured: how long the breaker stays open before a probe.
 pub(crate) const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+/// Unless configured: how long copies stay servable without word from the subscription.
+pub(crate) const DEFAULT_HEARING_LEASE: Duration = Duration::from_millis(500);
 
 /// How to reach Redis and how patient to be with it.
 #[derive(Clone)]
@@ -104,6 +107,8 @@ pub(crate) struct RedisConfig {
     pub(crate) breaker_failures: u32,
     pub(crate) breaker_cooldown: Duration,
     pub(crate) heartbeat: Duration,
+    /// How long memory copies stay servable after the subscription was last confirmed.
+    pub(crate) hearing_lease: Duration,
 }
 
 impl RedisConfig {
@@ -132,6 +137,7 @@ impl RedisConfig {
             breaker_failures: DEFAULT_BREAKER_FAILURES,
             breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
             heartbeat: DEFAULT_HEARTBEAT,
+            hearing_lease: DEFAULT_HEARING_LEASE,
         }
     }
 }
@@ -147,6 +153,7 @@ pub(crate) struct Scripts {
     pub(crate) beat: LuaScript,
     pub(crate) tag: LuaScript,
     pub(crate) permits: LuaScript,
+    pub(crate) hearing: LuaScript,
     pub(crate) probe: LuaScript,
 }
 
@@ -168,6 +175,7 @@ impl Scripts {
             beat: script(include_str!("lua/beat.lua")),
             tag: script(include_str!("lua/tag.lua")),
             permits: script(include_str!("lua/permits.lua")),
+            hearing: script(include_str!("lua/hearing.lua")),
             probe: LuaScript::new(include_str!("lua/probe.lua").to_owned()),
         }
     }
@@ -281,12 +289,19 @@ impl RedisStore {
             _ => None,
         };
         let (push_sender, pushes) = mpsc::unbounded_channel();
+        let (outbox, owed) = mpsc::unbounded_channel();
+        let channel = notice_channel(&config.prefix);
         let subscriber = Subscriber::open(&config.access, patience, push_sender)?;
 
         let client = Arc::new(Client {
-            channel: notice_channel(&config.prefix),
+            hub: NoticeHub::new(
+                format!("{:016x}", fastrand::u64(..)),
+                channel.clone(),
+                config.hearing_lease,
+                outbox,
+            ),
+            channel,
             shards: Shards::new(config.breaker_failures, config.breaker_cooldown),
-            hub: NoticeHub::new(format!("{:016x}", fastrand::u64(..))),
             interest: listen::Interest::default(),
             subscribing: tokio::sync::RwLock::new(()),
             listener: Mutex::new(subscriber.connection()),
@@ -307,6 +322,11 @@ impl RedisStore {
         let mut tasks = vec![
             store.spawn(subscriber::receive_pushes(Arc::downgrade(&client), pushes)),
             store.spawn(subscriber::heartbeat(Arc::downgrade(&client), subscriber)),
+            store.spawn(hearing::keep_hearing(Arc::downgrade(&client))),
+            store.spawn(hearing::send_acknowledgements(
+                Arc::downgrade(&client),
+                owed,
+            )),
         ];
         if client.follower.is_some() {
             tasks.push(store.spawn(sentinel::keep_following(Arc::downgrade(&client))));

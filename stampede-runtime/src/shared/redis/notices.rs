@@ -25,16 +25,26 @@
 //! of plain channels is that every notice crosses the cluster bus to every node, which
 //! is cheap for a few masters and worth revisiting for clusters of dozens.
 //!
+//! # Acknowledgements and the hearing lease
+//! An acknowledged write, once Redis took it, sends `k <id> <replica>` on the prefix's
+//! channel, which every replica hears after everything published to it before (the
+//! write's notice among it). Each replica answers `a <id> <its id>` on the asking
+//! replica's own channel ([`super::listen::replica_channel`]) once every listener of its
+//! own has handled all of that (a [`Passage`]). The same channel carries the replica's
+//! hearing renewals to itself, `h <epoch> <nanoseconds>` (see [`crate::shared::hearing`]).
+//!
 //! Pub/sub is fire-and-forget: notices sent while the subscription is down are lost. So
 //! when it drops (a `Disconnection` push, or a heartbeat PING without answer) the hub
 //! wakes every waiter with [`Wake::SubscriptionLost`] and tells listeners to stop
 //! trusting their memory copies until it reports [`StoreEvent::Subscribed`] again.
+use crate::hearing::HearingLease;
+use crate::shared::acknowledgement::{AckRegistry, Passage};
 use crate::shared::store::{Notice, NoticeKind, StoreEvent, Wake};
 use foldhash::fast::SeedableRandomState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use tokio::sync::{broadcast, oneshot, watch};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// How many events a slow listener may fall behind before it sees `Lagged`.
 const EVENT_BACKLOG: usize = 1024;
@@ -66,11 +76,28 @@ pub(crate) struct NoticeHub {
     /// The epoch while subscribed, 0 while not.
     hearing: AtomicU64,
     received: AtomicU64,
+    /// How long heard copies stay servable after the subscription was last confirmed.
+    lease: Arc<HearingLease>,
+    /// The acknowledgements this replica's invalidations wait for.
+    acks: AckRegistry,
+    /// Messages to publish (acknowledgements owed to other replicas), by channel.
+    outbox: mpsc::UnboundedSender<(String, String)>,
+    /// The prefix's channel, under which each replica's own channel is named.
+    channel: String,
 }
 
 impl NoticeHub {
-    pub(crate) fn new(replica: String) -> Self {
+    pub(crate) fn new(
+        replica: String,
+        channel: String,
+        lease: std::time::Duration,
+        outbox: mpsc::UnboundedSender<(String, String)>,
+    ) -> Self {
         Self {
+            lease: Arc::new(HearingLease::new(lease)),
+            acks: AckRegistry::default(),
+            outbox,
+            channel,
             replica,
             waiters: Mutex::new(Waiters::with_hasher(crate::memory::seeded_hasher())),
             events: broadcast::channel(EVENT_BACKLOG).0,
@@ -140,8 +167,27 @@ impl NoticeHub {
         self.received.load(Ordering::Relaxed)
     }
 
-    /// A message on the channel; malformed ones are ignored (they are not ours).
+    pub(crate) fn lease(&self) -> &Arc<HearingLease> {
+        &self.lease
+    }
+
+    pub(crate) fn acks(&self) -> &AckRegistry {
+        &self.acks
+    }
+
+    /// This replica's own channel: its hearing renewals and the acknowledgements owed to it.
+    pub(crate) fn own_channel(&self) -> String {
+        super::listen::replica_channel(&self.channel, &self.replica)
+    }
+
+    /// A message on a channel; malformed ones are ignored (they are not ours).
     pub(crate) fn deliver(&self, payload: &[u8]) {
+        match payload.first() {
+            Some(b'h') => return self.heard(payload),
+            Some(b'k') => return self.asked(payload),
+            Some(b'a') => return self.acknowledged(payload),
+            _ => {}
+        }
         let Some(notice) = self.parse(payload) else {
             return;
         };
@@ -160,6 +206,48 @@ impl NoticeHub {
             _ => &self.events,
         };
         let _ = listeners.send(StoreEvent::Notice(notice));
+    }
+
+    /// Sends `passage` after everything sent to this replica's listeners so far.
+    fn pass(&self, passage: Passage) {
+        let passage = Arc::new(passage);
+        let _ = self.events.send(StoreEvent::Passage(passage.clone()));
+        let _ = self.tag_events.send(StoreEvent::Passage(passage.clone()));
+        passage.sent_to(self.events.receiver_count() + self.tag_events.receiver_count());
+    }
+
+    /// `h <epoch> <nanoseconds>`: a renewal this replica sent itself came back; the lease
+    /// is renewed once every listener handled what came before it.
+    fn heard(&self, payload: &[u8]) {
+        let Some([epoch, sent]) = numbers(payload) else {
+            return;
+        };
+        let lease = self.lease.clone();
+        self.pass(Passage::new(move || lease.renew(epoch, sent)));
+    }
+
+    /// `k <id> <replica>`: `replica` asks to hear once this replica handled everything
+    /// before (its own ask too: it waits for no answer from itself).
+    fn asked(&self, payload: &[u8]) {
+        let Some((id, replica)) = id_and_replica(payload) else {
+            return;
+        };
+        if replica == self.replica {
+            return;
+        }
+        let channel = super::listen::replica_channel(&self.channel, replica);
+        let answer = format!("a {id} {}", self.replica);
+        let outbox = self.outbox.clone();
+        self.pass(Passage::new(move || {
+            let _ = outbox.send((channel, answer));
+        }));
+    }
+
+    /// `a <id> <replica>`: `replica` handled everything before this replica's ask `id`.
+    fn acknowledged(&self, payload: &[u8]) {
+        if let Some((id, replica)) = id_and_replica(payload) {
+            self.acks.acknowledged(id, replica);
+        }
     }
 
     fn parse(&self, payload: &[u8]) -> Option<Notice> {
@@ -221,12 +309,14 @@ impl NoticeHub {
             let _ = self.events.send(StoreEvent::Subscribed(epoch));
             let _ = self.tag_events.send(StoreEvent::Subscribed(epoch));
             self.hearing.store(epoch, Ordering::SeqCst);
+            self.lease.subscription(epoch);
             self.subscribed.send_replace(true);
             return;
         }
         let waiters = {
             let mut registered = self.waiters();
             self.hearing.store(0, Ordering::SeqCst);
+            self.lease.subscription(0);
             self.subscribed.send_replace(false);
             std::mem::take(&mut *registered)
         };
@@ -236,6 +326,24 @@ impl NoticeHub {
         let _ = self.events.send(StoreEvent::SubscriptionLost);
         let _ = self.tag_events.send(StoreEvent::SubscriptionLost);
     }
+}
+
+/// `<letter> <number> <number>`.
+fn numbers(payload: &[u8]) -> Option<[u64; 2]> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let mut parts = text.split(' ').skip(1);
+    let first = parts.next()?.parse().ok()?;
+    let second = parts.next()?.parse().ok()?;
+    Some([first, second])
+}
+
+/// `<letter> <id> <replica>`.
+fn id_and_replica(payload: &[u8]) -> Option<(u64, &str)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let mut parts = text.split(' ').skip(1);
+    let id = parts.next()?.parse().ok()?;
+    let replica = parts.next().filter(|replica| !replica.is_empty())?;
+    Some((id, replica))
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! [`Client::call`], and the store seam ([`SharedStore`]) they implement.
 use super::{bump, entry_keys, fence_of, millis, Client, RedisStore};
 use crate::clock::StoreInstant as Instant;
+use crate::hearing::HearingLease;
+use crate::shared::acknowledgement::{Acknowledgements, Hearer};
 use crate::shared::keys::EntryKey;
 use crate::shared::store::{
     Holder, Invalidated, Lease, LeaseFor, LeaseRequest, LeaseToken, PermitRequest, PermitToken,
@@ -11,7 +13,7 @@ use crate::shared::store::{Listening, SharedStore, StoreEvent, StoreStats, Wake}
 use crate::shared::wire::{version_digits, Wire};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tokio::sync::{broadcast, oneshot, watch};
 
@@ -342,6 +344,22 @@ impl SharedStore for RedisStore {
         key: &'a EntryKey,
     ) -> BoxFuture<'a, Result<Invalidated, StoreError>> {
         Box::pin(self.client.invalidate(key, None))
+    }
+
+    fn ask_acknowledgements<'a>(
+        &'a self,
+        near: &'a str,
+        acks: &'a Acknowledgements,
+    ) -> BoxFuture<'a, Result<Vec<Hearer>, StoreError>> {
+        Box::pin(self.client.ask_acknowledgements(near, acks))
+    }
+
+    fn acknowledgements(&self) -> Acknowledgements {
+        self.client.hub.acks().register()
+    }
+
+    fn hearing_lease(&self) -> Arc<HearingLease> {
+        self.client.hub.lease().clone()
     }
 
     fn invalidate_at<'a>(

@@ -211,8 +211,10 @@ pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subsc
                 client.hub.set_subscribed(false);
             }
         } else {
-            let channel = client.channel.clone();
-            let subscribed = tokio::time::timeout(timeout, connection.subscribe(&[channel])).await;
+            // The replica's own channel too (renewals of its hearing lease, the
+            // acknowledgements owed to it), in the same command: both or neither.
+            let channels = [client.channel.clone(), client.hub.own_channel()];
+            let subscribed = tokio::time::timeout(timeout, connection.subscribe(&channels)).await;
             match subscribed {
                 Ok(Ok(())) => client.hub.set_subscribed(true),
                 failed => {

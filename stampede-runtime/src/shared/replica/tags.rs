@@ -97,6 +97,7 @@ pub(super) async fn keep_versions(book: Arc<TagBook>, mut events: broadcast::Rec
                 book.learn(&notice.key, notice.fence, Heard::Moved);
             }
             Ok(StoreEvent::Notice(_)) => {}
+            Ok(StoreEvent::Passage(passage)) => passage.taken(),
             Ok(StoreEvent::Subscribed(epoch)) => book.reset_for(epoch),
             Ok(StoreEvent::SubscriptionLost) | Err(RecvError::Lagged(_)) => book.reset(),
             Err(RecvError::Closed) => return,

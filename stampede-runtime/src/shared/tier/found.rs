@@ -171,8 +171,22 @@ impl<K, V> Tier<K, V> {
     /// `envelope` unless one of its tags moved past the version it recorded; tags this
     /// replica does not know are read from the store first (one that cannot be read
     /// retires the value here: it is loaded instead of served unchecked).
+    ///
+    /// While the hearing lease does not hold, the book may have missed a move (a
+    /// subscription lost without a word): the store's versions decide instead.
     pub(super) async fn unless_retired(&self, envelope: Envelope<V>) -> Option<Envelope<V>> {
         let stamp = envelope.tags.clone()?;
+        if !self.replica.store().hearing_lease().holds() {
+            if self.replica.tags.check(&stamp) == Verdict::Retired {
+                return None;
+            }
+            let names: Vec<std::sync::Arc<str>> =
+                stamp.tags().iter().map(|(tag, _)| tag.clone()).collect();
+            let versions = self.replica.store().tag_versions(&names).await.ok()?;
+            let moved = (stamp.tags().iter().zip(&versions))
+                .any(|((_, recorded), &now)| now > *recorded || (now == 0 && *recorded > 0));
+            return (!moved).then_some(envelope);
+        }
         for _ in 0..2 {
             match self.replica.tags.check(&stamp) {
                 Verdict::Current => return Some(envelope),

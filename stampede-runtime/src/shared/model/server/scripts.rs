@@ -38,6 +38,7 @@ pub(super) enum Script {
     Tag,
     Probe,
     Permits,
+    Hearing,
 }
 
 /// Each script with the text EVAL sends and the SHA1 EVALSHA names, from the store's own
@@ -55,6 +56,7 @@ fn known() -> &'static [(Script, String, String)] {
             (Script::Tag, &scripts.tag),
             (Script::Probe, &scripts.probe),
             (Script::Permits, &scripts.permits),
+            (Script::Hearing, &scripts.hearing),
         ]
         .into_iter()
         .map(|(script, lua)| (script, lua.code().to_owned(), lua.hash().to_owned()))
@@ -82,7 +84,7 @@ impl Script {
     /// How many keys the script reads (`KEYS[n]`).
     fn keys(self) -> usize {
         match self {
-            Script::Tag | Script::Probe | Script::Permits => 1,
+            Script::Tag | Script::Probe | Script::Permits | Script::Hearing => 1,
             _ => 3,
         }
     }
@@ -126,6 +128,7 @@ pub(super) fn run(
         Script::Tag => run.tag(),
         Script::Probe => run.probe(),
         Script::Permits => run.permits(),
+        Script::Hearing => run.hearing(),
     }
 }
 
@@ -853,6 +856,79 @@ impl Run<'_> {
             Some(b"give") => self.give_permit(),
             Some(b"take") => self.take_permits(now),
             _ => Err(Refusal::new("ERR unknown permits operation")),
+        }
+    }
+
+    /// `hearing.lua`.
+    fn hearing(&mut self) -> Result<Value, Refusal> {
+        let now = self.now_ms();
+        let fail = |refusal: &Refusal| Refusal(format!("ERR stampede hearing: {}", refusal.0));
+        let key = self.keys[0].clone();
+        let all = self.hgetall(&key);
+        match self.argv.first().map(Vec::as_slice) {
+            Some(b"list") => {
+                let all = all.map_err(|refusal| fail(&refusal))?;
+                let mut reply = vec![Value::Int(now as i64), Value::Int(-1)];
+                // `tonumber(ARGV[2]) or 0`.
+                let grace = self
+                    .argv
+                    .get(1)
+                    .and_then(|grace| tonumber(grace))
+                    .unwrap_or(0.0);
+                let since = now - grace;
+                for (replica, ends) in all {
+                    let ends = exact(Some(&ends));
+                    if replica == b"@since" {
+                        if let Some(began) = ends {
+                            reply[1] = Value::Int(began as i64);
+                        }
+                    } else if let Some(ends) = ends
+                        && ends > since
+                    {
+                        reply.push(Value::BulkString(replica));
+                        reply.push(Value::Int(ends as i64));
+                    }
+                }
+                Ok(Value::Array(reply))
+            }
+            Some(b"renew") => {
+                let replica = self.arg(2)?.to_vec();
+                let lease = self.number(3)?;
+                let all = match all {
+                    Ok(all) => all,
+                    Err(refusal) if wrong_type(&refusal) => {
+                        self.del(&[&key]);
+                        Vec::new()
+                    }
+                    Err(refusal) => return Err(fail(&refusal)),
+                };
+                let mut began = false;
+                for (other, ends) in &all {
+                    let ends = exact(Some(ends));
+                    if other == b"@since" {
+                        began = ends.is_some();
+                    } else if *other != replica && ends.is_none_or(|ends| ends <= now - lease) {
+                        self.hdel(&key, other)?;
+                    }
+                }
+                // Deleted and written again in one step (the delete lets the write
+                // through with memory full).
+                self.hdel(&key, &replica)?;
+                if let Err(refusal) = self.hset(&key, &replica, digits(now + lease).into_bytes()) {
+                    if refusal.0.starts_with("OOM") {
+                        return Ok(Value::Int(0));
+                    }
+                    return Err(fail(&refusal));
+                }
+                if !began {
+                    self.hset(&key, b"@since", digits(now).into_bytes())?;
+                }
+                self.keep_for(&key, lease * 4.0);
+                let (channel, message) = (self.arg(4)?.to_vec(), self.arg(5)?.to_vec());
+                self.send(&channel, message);
+                Ok(Value::Int(1))
+            }
+            _ => Err(Refusal::new("ERR unknown hearing operation")),
         }
     }
 

@@ -1,0 +1,100 @@
+//! A replica's hearing lease: how long its memory copies may be served without word from
+//! Redis that every notice sent so far has reached them.
+//!
+//! A copy is dropped by the notice that retires it, so it is only as current as the
+//! subscription that would carry that notice. Every quarter of the lease the replica
+//! renews its entry in the shared store's registry of hearers and, in the same script,
+//! publishes a message to itself (`shared/redis/hearing.rs`); Redis sends it down the
+//! subscription after every notice published before it, and once every listener of the
+//! replica has handled all of those (a passage, `shared/acknowledgement.rs`), the lease
+//! runs until the moment the message was sent plus `hearing_lease`. A copy of what the
+//! store holds (a *heard* copy, marked `HEARD`) is served only while the lease runs; past
+//! it, a read goes to the store. So from a lease after a notice was published, every
+//! replica has applied it or serves no heard copy: what an acknowledged write waits out
+//! for a replica that does not answer.
+// Without the `redis` feature no store renews a lease (`shared/` is compiled but never
+// constructed): unused, not wrong.
+#![cfg_attr(not(feature = "redis"), allow(dead_code))]
+use crate::clock::{store_nanos, store_nanos_now, StoreInstant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// The end of a replica's hearing lease, read by every hit on a heard copy.
+#[derive(Debug)]
+pub(crate) struct HearingLease {
+    lease: Duration,
+    /// Store-clock nanoseconds (`clock::store_nanos`) the lease runs until; 0: lapsed.
+    until: AtomicU64,
+    /// The subscription epoch renewals count under (0 while none is up): a renewal sent
+    /// under an earlier epoch arrives too late to count, since the subscription it
+    /// confirmed is gone.
+    epoch: Mutex<u64>,
+}
+
+impl HearingLease {
+    pub(crate) fn new(lease: Duration) -> Self {
+        Self {
+            lease,
+            until: AtomicU64::new(0),
+            epoch: Mutex::new(0),
+        }
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Whether heard copies may be served now: one atomic load and the coarse clock.
+    #[inline]
+    pub(crate) fn holds(&self) -> bool {
+        store_nanos_now() < self.until.load(Ordering::Acquire)
+    }
+
+    /// A message sent at `sent` under subscription `epoch` came back after every notice
+    /// before it was handled: the lease runs to `sent + lease`, unless the subscription
+    /// changed since.
+    pub(crate) fn renew(&self, epoch: u64, sent: u64) {
+        let current = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        if *current != 0 && *current == epoch {
+            let until = sent.saturating_add(self.lease.as_nanos() as u64);
+            self.until.fetch_max(until, Ordering::AcqRel);
+        }
+    }
+
+    /// The subscription came up under `epoch` (0: it dropped). Either way the lease lapses
+    /// now: a copy is served again only once a message sent under the new subscription
+    /// came back.
+    pub(crate) fn subscription(&self, epoch: u64) {
+        let mut current = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        *current = epoch;
+        self.until.store(0, Ordering::Release);
+    }
+
+    /// The store-clock nanoseconds of `at`, as [`HearingLease::renew`] takes them.
+    pub(crate) fn moment(at: StoreInstant) -> u64 {
+        store_nanos(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewal_counts_only_under_the_subscription_it_was_sent_under() {
+        let lease = HearingLease::new(Duration::from_secs(60));
+        let now = HearingLease::moment(StoreInstant::now());
+        lease.renew(0, now);
+        assert!(!lease.holds(), "no subscription yet");
+        lease.subscription(3);
+        lease.renew(2, now);
+        assert!(!lease.holds(), "sent under an earlier subscription");
+        lease.renew(3, now);
+        assert!(lease.holds());
+        lease.subscription(0);
+        assert!(!lease.holds(), "the subscription dropped");
+        lease.renew(3, now);
+        assert!(!lease.holds(), "too late for the dropped subscription");
+    }
+}

@@ -1,0 +1,214 @@
+//! The hearing lease's renewals, the registry of replicas whose leases may run, and the
+//! acknowledgements a write asks for and owes, all through the `hearing` script and plain
+//! `PUBLISH` (see [`crate::shared::hearing`] and `lua/hearing.lua`).
+use super::connection::Connection;
+use super::Client;
+use crate::clock::StoreInstant;
+use crate::hearing::HearingLease;
+use crate::shared::acknowledgement::{Acknowledgements, Hearer};
+use crate::shared::keys::hearing_key;
+use crate::shared::store::StoreError;
+use redis::RedisResult;
+use std::sync::Weak;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Every quarter of the hearing lease, while the subscription is up: renews this
+/// replica's entry in the registry and, in the same script, publishes
+/// `h <epoch> <nanoseconds>` to its own channel, the moment taken before it is sent.
+/// Redis delivers it after every notice published before it, so its return renews the
+/// lease from that moment. Runs until the store is dropped.
+pub(super) async fn keep_hearing(client: Weak<Client>) {
+    let period = match client.upgrade() {
+        Some(client) => client.hub.lease().lease() / 4,
+        None => return,
+    };
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unregistered = false;
+    loop {
+        ticks.tick().await;
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        let epoch = client.hub.hearing();
+        if epoch == 0 {
+            continue;
+        }
+        let sent = HearingLease::moment(StoreInstant::now());
+        let message = format!("h {epoch} {sent}");
+        match client.renew_hearing(&message).await {
+            Ok(_) => unregistered = false,
+            // The registry is refused to this user (an ACL without the hash commands):
+            // the lease is renewed all the same, and an acknowledged write, which cannot
+            // list the registry either, waits out every replica's lease.
+            Err(StoreError::Backend(error)) if error.contains("stampede hearing") => {
+                if !unregistered {
+                    tracing::info!(target: "stampede", %error, "the hearing registry is refused to this user: acknowledged writes wait out the hearing lease");
+                    unregistered = true;
+                }
+                let channel = client.hub.own_channel();
+                let breaker = client.shards.breaker("");
+                let published = client
+                    .call_through(&breaker, |connection| {
+                        publish(connection, String::new(), channel.clone(), message.clone())
+                    })
+                    .await;
+                if let Err(error) = published {
+                    tracing::debug!(target: "stampede", %error, "the hearing lease's renewal was not sent");
+                }
+            }
+            Err(error) => {
+                tracing::debug!(target: "stampede", %error, "the hearing lease's renewal was not sent");
+            }
+        }
+    }
+}
+
+/// Publishes the acknowledgements this replica owes, in the order they became due. One
+/// that cannot be sent is dropped: the asking replica waits out the hearing lease
+/// instead.
+pub(super) async fn send_acknowledgements(
+    client: Weak<Client>,
+    mut outbox: mpsc::UnboundedReceiver<(String, String)>,
+) {
+    while let Some((channel, message)) = outbox.recv().await {
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        let breaker = client.shards.breaker("");
+        let sent = client
+            .call_through(&breaker, |connection| {
+                publish(connection, String::new(), channel.clone(), message.clone())
+            })
+            .await;
+        if let Err(error) = sent {
+            tracing::debug!(target: "stampede", %error, "an acknowledgement was not sent");
+        }
+    }
+}
+
+impl Client {
+    /// The `hearing` script's `renew`: `true` when the entry was written and `message`
+    /// sent, `false` when memory is full.
+    async fn renew_hearing(&self, message: &str) -> Result<bool, StoreError> {
+        let key = hearing_key(&self.config.prefix);
+        let (_, breaker) = self.shards.for_key(&key);
+        let lease = super::millis(self.hub.lease().lease()).max(1);
+        let channel = self.hub.own_channel();
+        // Optional: a refusal (an ACL without the hash commands) is handled by the caller,
+        // not reported as a problem with the settings.
+        let renewed: i64 = self
+            .call_optional(&breaker, |mut connection| {
+                let mut invocation = self.scripts.hearing.prepare_invoke();
+                invocation
+                    .key(key.as_str())
+                    .arg("renew")
+                    .arg(self.hub.replica())
+                    .arg(lease)
+                    .arg(channel.as_str())
+                    .arg(message);
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// See [`crate::shared::store::SharedStore::ask_acknowledgements`]: `k <id> <replica>`
+    /// on the prefix's channel from `near`'s master (after the write's notice, on the
+    /// same node: a cluster's bus keeps the two in order), then the registry's list.
+    pub(super) async fn ask_acknowledgements(
+        &self,
+        near: &str,
+        acks: &Acknowledgements,
+    ) -> Result<Vec<Hearer>, StoreError> {
+        let (address, breaker) = self.shards.for_key(near);
+        let ask = format!("k {} {}", acks.id(), self.hub.replica());
+        self.call_through(&breaker, |connection| {
+            publish(
+                connection,
+                address.clone(),
+                self.channel.clone(),
+                ask.clone(),
+            )
+        })
+        .await?;
+        let key = hearing_key(&self.config.prefix);
+        let (_, breaker) = self.shards.for_key(&key);
+        let lease = self.hub.lease().lease();
+        let lease_ms = super::millis(lease).max(1);
+        let listed: Vec<redis::Value> = self
+            .call_optional(&breaker, |mut connection| {
+                let mut invocation = self.scripts.hearing.prepare_invoke();
+                invocation.key(key.as_str()).arg("list").arg(lease_ms);
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        let received = StoreInstant::now();
+        match hearers_of(&listed, received, lease) {
+            Some(Listed::Hearers(hearers)) => Ok(hearers),
+            Some(Listed::Young) => Err(StoreError::Backend(
+                "the hearing registry began less than a lease ago: it may miss a replica".into(),
+            )),
+            None => Err(StoreError::Backend(format!(
+                "the hearing script answered {listed:?}"
+            ))),
+        }
+    }
+}
+
+/// What the registry's list says.
+enum Listed {
+    Hearers(Vec<Hearer>),
+    /// The registry began less than a lease ago (or says not when): a replica that
+    /// renewed into the one it replaced may be missing from it.
+    Young,
+}
+
+/// `{ now, since, replica, until, … }`, each listed replica's lease ending here no sooner
+/// than this replica's own lease from `received` (a lease runs at most that long from its
+/// last renewal, which came before the reply), or later when its entry says so (a replica
+/// with a longer lease): as long after `received` as it was after the server's `now`.
+fn hearers_of(listed: &[redis::Value], received: StoreInstant, lease: Duration) -> Option<Listed> {
+    let number = |value: &redis::Value| match value {
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let [now, since, entries @ ..] = listed else {
+        return None;
+    };
+    let (now, since) = (number(now)?, number(since)?);
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    if since < 0 || since > now.saturating_sub(lease_ms) {
+        return Some(Listed::Young);
+    }
+    if entries.len() % 2 != 0 {
+        return None;
+    }
+    let hearers = entries
+        .chunks(2)
+        .map(|pair| {
+            let replica = redis::from_redis_value::<String>(pair[0].clone()).ok()?;
+            let left = u64::try_from(number(&pair[1])?.saturating_sub(now)).unwrap_or(0);
+            Some(Hearer {
+                replica,
+                ends: received + Duration::from_millis(left).max(lease),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Listed::Hearers(hearers))
+}
+
+/// `PUBLISH channel message` on the master at `address` (any node when it is `""`; a
+/// cluster forwards it to every node).
+async fn publish(
+    connection: Connection,
+    address: String,
+    channel: String,
+    message: String,
+) -> RedisResult<()> {
+    let mut command = redis::cmd("PUBLISH");
+    command.arg(channel).arg(message);
+    let _receivers: i64 = connection.on_master(address, command).await?;
+    Ok(())
+}
