@@ -125,6 +125,7 @@ mod notices;
 mod observability;
 mod origin_errors;
 mod production;
+mod read_your_writes;
 mod shared_store;
 mod simulation;
 mod spans;
