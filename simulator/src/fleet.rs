@@ -2,7 +2,7 @@
 //! cache), the database behind them, and the origin that reads it.
 use crate::history::{Event, History, Value};
 use crate::shape::{Kind, Shape};
-use stampede_runtime::{Backend, Cache, Clock, Error, Policy, Runtime};
+use stampede_runtime::{Backend, Cache, Clock, Consistency, Error, Policy, Runtime};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -176,6 +176,9 @@ impl Replica {
         }
         if let Some(limit) = shape.load_timeout {
             policy = policy.load_timeout(limit);
+        }
+        if shape.acknowledged {
+            policy = policy.consistency(Consistency::Acknowledged);
         }
         let policy = policy.build().expect("a simulated cache's policy");
         let mut cache = Cache::builder(policy).runtime(&runtime);

@@ -37,6 +37,10 @@ pub struct Config {
     /// Whether half the seeds with an admission on a shared store make it fleet-wide
     /// (off: each seed runs as it did before fleet-wide admission existed).
     pub fleet_admission: bool,
+    /// Whether half the tiered seeds acknowledge their writes (off: each seed runs as it
+    /// did before acknowledged writes existed, but for the hearing lease every tiered
+    /// replica now keeps).
+    pub acknowledged: bool,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             faults: true,
             load_timeouts: true,
             fleet_admission: true,
+            acknowledged: true,
         }
     }
 }
@@ -155,8 +160,9 @@ enum Fault {
     Kill { down: Duration, keep_data: bool },
     /// Keys evicted without a word.
     Evict(usize),
-    /// Subscription connections dropped.
-    DropSubscriptions,
+    /// Subscription connections dropped: each client hears of it at once, or (`unheard`)
+    /// only that much later, the server having forgotten it meanwhile.
+    DropSubscriptions { unheard: Option<Duration> },
     /// Command connections dropped (requests in flight fail, some after they ran).
     DropLinks,
     /// Connections drop around requests for a while.
@@ -187,7 +193,9 @@ impl Fault {
                 keep_data: rng.bool(),
             },
             2 => Fault::Evict(rng.usize(1..4)),
-            3 => Fault::DropSubscriptions,
+            3 => Fault::DropSubscriptions {
+                unheard: rng.bool().then(|| ms(rng.u64(100..2000))),
+            },
             4 => Fault::DropLinks,
             5 => Fault::Lossy(ms(rng.u64(100..2000))),
             6 if rng.bool() => Fault::NoInfo(ms(rng.u64(100..5000))),
@@ -245,6 +253,9 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     }
     if config.fleet_admission {
         shape.draw_fleet_admission(seed);
+    }
+    if config.acknowledged {
+        shape.draw_acknowledged(seed);
     }
     let shape = Arc::new(shape);
     let (fewest, most) = config.replicas;
@@ -500,7 +511,10 @@ impl Context {
                     self.world.evict_one();
                 }
             }
-            Fault::DropSubscriptions => self.world.drop_subscriptions(0.5),
+            Fault::DropSubscriptions { unheard: None } => self.world.drop_subscriptions(0.5),
+            Fault::DropSubscriptions {
+                unheard: Some(unheard),
+            } => self.world.drop_subscriptions_silently(0.5, unheard),
             Fault::DropLinks => self.world.drop_links(0.5),
             Fault::Lossy(duration) => {
                 let mut lossy = healthy();

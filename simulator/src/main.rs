@@ -1,5 +1,5 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
-//! [--operations N] [--no-faults] [--no-load-timeouts] [--seed S --trace]`: runs seeds and reports runs per
+//! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--seed S --trace]`: runs seeds and reports runs per
 //! second, violations and the first failing seeds; `--seed S --trace` replays one seed and
 //! prints every event.
 use stampede_simulator::{run, Config};
@@ -41,6 +41,7 @@ fn main() {
             "--no-faults" => config.faults = false,
             "--no-load-timeouts" => config.load_timeouts = false,
             "--no-fleet-admission" => config.fleet_admission = false,
+            "--no-acknowledged" => config.acknowledged = false,
             "--trace" => trace = true,
             other => usage(&format!("unknown argument `{other}`")),
         }
@@ -86,6 +87,6 @@ fn main() {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--seed S --trace]");
     std::process::exit(2)
 }

@@ -34,6 +34,9 @@ pub struct Shape {
     /// The admission is fleet-wide (`scope = "fleet"`), drawn apart from the rest (see
     /// [`Shape::draw_fleet_admission`]).
     pub fleet_admission: bool,
+    /// Writes are acknowledged (`Consistency::Acknowledged`; tiered only), drawn apart
+    /// from the rest (see [`Shape::draw_acknowledged`]).
+    pub acknowledged: bool,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -80,6 +83,7 @@ impl Shape {
             timeout: (rng.u8(0..4) == 0).then(|| ms(rng.u64(100..2000))),
             load_timeout: None,
             fleet_admission: false,
+            acknowledged: false,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -101,6 +105,13 @@ impl Shape {
     pub fn draw_fleet_admission(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0xf1ee_7000_0ad0_0000);
         self.fleet_admission = self.admission.is_some() && self.shared() && rng.bool();
+    }
+
+    /// Acknowledged writes for half the tiered seeds, from a generator of their own, so
+    /// every other seed runs as before.
+    pub fn draw_acknowledged(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xac4e_0000_1ed9_ed00);
+        self.acknowledged = self.kind == Kind::Tiered && rng.bool();
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the

@@ -59,6 +59,12 @@ impl World {
         self.0.drop_subscriptions(share);
     }
 
+    /// Drops each subscription connection with probability `share` without a word: the
+    /// server forgets it, and its client hears of the loss `unheard` later.
+    pub fn drop_subscriptions_silently(&self, share: f64, unheard: std::time::Duration) {
+        self.0.drop_subscriptions_silently(share, unheard);
+    }
+
     /// Drops each command connection with probability `share`.
     pub fn drop_links(&self, share: f64) {
         self.0.drop_links(share);

@@ -107,6 +107,9 @@ struct Listening {
     pushes: mpsc::UnboundedSender<PushInfo>,
     /// When its next message may be delivered.
     delivers: Option<Instant>,
+    /// Dropped by the server without a word (see [`World::drop_subscriptions_silently`]):
+    /// requests on it go unanswered until the client hears of the loss.
+    silent: bool,
 }
 
 fn dropped() -> RedisError {
@@ -205,6 +208,7 @@ impl World {
                 channels: BTreeSet::new(),
                 pushes,
                 delivers: None,
+                silent: false,
             },
         );
         Subscription {
@@ -459,6 +463,15 @@ impl World {
     async fn ask(self: &Arc<Self>, id: u64, ask: Ask) -> RedisResult<()> {
         let replica = self.replica_of_subscription(id);
         self.wait_while_frozen(&replica).await;
+        let silent = self
+            .state()
+            .subscriptions
+            .get(&id)
+            .is_some_and(|l| l.silent);
+        if silent {
+            // Nothing comes back: the client's own deadline ends the request.
+            std::future::pending::<()>().await;
+        }
         let (generation, arrives) = {
             let mut state = self.state();
             let severed = state.replicas.get(&replica).is_some_and(|p| p.severed);
@@ -563,6 +576,38 @@ impl World {
             if listening.connected && rng.f64() < share {
                 disconnect(listening);
             }
+        }
+    }
+
+    /// Drops subscription connections without a word, each with probability `share`: the
+    /// server forgets them (what is published from now on is not sent, and requests on
+    /// them go unanswered), and the client hears of the loss only `unheard` later (a peer
+    /// gone without closing, a connection killed over its output buffer whose close is
+    /// late). Meanwhile only its hearing lease tells it anything is wrong.
+    pub(crate) fn drop_subscriptions_silently(self: &Arc<Self>, share: f64, unheard: Duration) {
+        let mut state = self.state();
+        let State {
+            subscriptions, rng, ..
+        } = &mut *state;
+        for (&id, listening) in subscriptions.iter_mut() {
+            if !listening.connected || rng.f64() >= share {
+                continue;
+            }
+            listening.connected = false;
+            listening.silent = true;
+            listening.line.generation += 1;
+            listening.delivers = None;
+            let world = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(unheard).await;
+                let mut state = world.state();
+                if let Some(listening) = state.subscriptions.get_mut(&id)
+                    && listening.silent
+                {
+                    listening.silent = false;
+                    disconnect(listening);
+                }
+            });
         }
     }
 
