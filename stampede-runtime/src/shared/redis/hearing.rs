@@ -8,8 +8,9 @@ use crate::hearing::HearingLease;
 use crate::shared::acknowledgement::{Acknowledgements, Hearer};
 use crate::shared::keys::hearing_key;
 use crate::shared::store::StoreError;
+use futures_util::future::Either;
 use redis::RedisResult;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -23,11 +24,28 @@ pub(super) async fn keep_hearing(client: Weak<Client>) {
         Some(client) => client.hub.lease().lease() / 4,
         None => return,
     };
+    let mut subscription = match client.upgrade() {
+        Some(client) => client.hub.subscription(),
+        None => return,
+    };
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut unregistered = false;
     loop {
-        ticks.tick().await;
+        // At once when the subscription comes (back) up: copies are served again a round
+        // trip later, not a quarter lease.
+        let came_up = {
+            let tick = std::pin::pin!(ticks.tick());
+            let changed = std::pin::pin!(subscription.changed());
+            match futures_util::future::select(tick, changed).await {
+                Either::Left(_) => false,
+                Either::Right((Ok(()), _)) => true,
+                Either::Right((Err(_), _)) => return,
+            }
+        };
+        if came_up {
+            ticks.reset();
+        }
         let Some(client) = client.upgrade() else {
             return;
         };
@@ -86,6 +104,24 @@ pub(super) async fn send_acknowledgements(
             tracing::debug!(target: "stampede", %error, "an acknowledgement was not sent");
         }
     }
+}
+
+/// Takes this replica's entry out of the registry of hearers (`HDEL`): its store was
+/// dropped, so no copy of it is served any more.
+pub(super) async fn leave(client: Arc<Client>) {
+    let key = hearing_key(&client.config.prefix);
+    let (_, breaker) = client.shards.for_key(&key);
+    let replica = client.hub.replica().to_owned();
+    let _ = client
+        .call_optional(&breaker, |connection| {
+            let mut command = redis::cmd("HDEL");
+            command.arg(key.as_str()).arg(replica.as_str());
+            async move {
+                let mut connection = connection;
+                command.query_async::<i64>(&mut connection).await
+            }
+        })
+        .await;
 }
 
 impl Client {

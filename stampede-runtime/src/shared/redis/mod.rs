@@ -244,6 +244,10 @@ impl Drop for RedisStore {
         for task in &self.tasks {
             task.abort();
         }
+        // Nothing serves this replica's copies any more: its entry leaves the registry of
+        // hearers, so acknowledged writes stop waiting for it (best effort: else it ends
+        // with its lease).
+        background::spawn(hearing::leave(self.client.clone()));
     }
 }
 
