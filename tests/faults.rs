@@ -184,7 +184,7 @@ async fn subscribed(runtime: &Runtime) {
     eventually(|| {
         runtime
             .backend_stats()
-            .is_some_and(|stats| stats.subscribed && stats.hearing)
+            .is_some_and(|stats| stats.subscribed && stats.hearing_lease_holds)
     })
     .await;
 }

@@ -297,6 +297,11 @@ const MINIMAL_ACL: &[&str] = &[
     "+ping",
     "+scan",
     "+client|setname",
+    "+hset",
+    "+hget",
+    "+hgetall",
+    "+hdel",
+    "+pexpire",
 ];
 
 /// Creates the ACL user `name` (password `pw`) limited to stampede's keys and channels

@@ -102,8 +102,8 @@ async fn invalidate(cache: &Cache<u64, u64, AppError>, key: u64, acknowledged: b
 fn acknowledgements(runtime: &Runtime) -> (u64, u64) {
     let stats = runtime.backend_stats().unwrap();
     (
-        stats.acknowledged_invalidations,
-        stats.acknowledgements_waited_out,
+        stats.acknowledged_writes,
+        stats.acknowledged_writes_waited_out,
     )
 }
 
@@ -117,7 +117,7 @@ async fn hearing(replicas: &[Runtime], caches: &[Cache<u64, u64, AppError>], db:
         replicas.iter().all(|runtime| {
             runtime
                 .backend_stats()
-                .is_some_and(|stats| stats.subscribed && stats.hearing)
+                .is_some_and(|stats| stats.subscribed && stats.hearing_lease_holds)
         })
     })
     .await;
@@ -490,12 +490,12 @@ async fn a_replica_that_stops_hearing_serves_no_copy() {
     println!(
         "stops hearing: after {:?} black-holed, B: hearing {}, subscribed {}, copy held {}",
         3 * HEARING_LEASE,
-        stats.hearing,
+        stats.hearing_lease_holds,
         stats.subscribed,
         b_cache.peek(&KEY).is_some()
     );
     assert!(
-        !stats.hearing,
+        !stats.hearing_lease_holds,
         "B's lease held 3 leases into the black hole"
     );
     let (calls, loading) = (db.calls(), Instant::now());
@@ -514,7 +514,11 @@ async fn a_replica_that_stops_hearing_serves_no_copy() {
 
     redis.heal();
     let healed = Instant::now();
-    eventually(|| b.backend_stats().is_some_and(|stats| stats.hearing)).await;
+    eventually(|| {
+        b.backend_stats()
+            .is_some_and(|stats| stats.hearing_lease_holds)
+    })
+    .await;
     println!(
         "stops hearing: B hears again {:?} after the heal; {:?} in all",
         healed.elapsed(),
@@ -652,7 +656,7 @@ async fn a_subscription_dropped_without_a_word_is_waited_out() {
             .unwrap();
         let ack_took = timed.elapsed();
         let after = acknowledgements(&a);
-        let hearing_b = b.backend_stats().unwrap().hearing;
+        let hearing_b = b.backend_stats().unwrap().hearing_lease_holds;
         let read = db.load(&b_cache, KEY).await;
         freezer.freeze(false);
         println!(

@@ -24,8 +24,14 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct HearingLease {
     lease: Duration,
+    /// Kept by a tiered replica only: a replica of the redis backend keeps no copies, so
+    /// its lease always holds and it renews nothing.
+    kept: bool,
     /// Store-clock nanoseconds (`clock::store_nanos`) the lease runs until; 0: lapsed.
     until: AtomicU64,
+    /// Half the lease, in nanoseconds: closer than this to its end, the precise clock
+    /// decides whether it still holds.
+    near_end: u64,
     /// The subscription epoch renewals count under (0 while none is up): a renewal sent
     /// under an earlier epoch arrives too late to count, since the subscription it
     /// confirmed is gone.
@@ -33,10 +39,13 @@ pub(crate) struct HearingLease {
 }
 
 impl HearingLease {
-    pub(crate) fn new(lease: Duration) -> Self {
+    /// A lease of `lease`, renewed (`kept`) or one that always holds.
+    pub(crate) fn new(lease: Duration, kept: bool) -> Self {
         Self {
             lease,
-            until: AtomicU64::new(0),
+            kept,
+            until: AtomicU64::new(if kept { 0 } else { u64::MAX }),
+            near_end: (lease / 2).as_nanos() as u64,
             epoch: Mutex::new(0),
         }
     }
@@ -45,10 +54,23 @@ impl HearingLease {
         self.lease
     }
 
-    /// Whether heard copies may be served now: one atomic load and the coarse clock.
+    /// Whether the replica renews it (a tiered replica does).
+    pub(crate) fn kept(&self) -> bool {
+        self.kept
+    }
+
+    /// Whether heard copies may be served now: one atomic load and the coarse clock, and
+    /// the precise clock within half a lease of its end. The coarse clock is as late as
+    /// its thread was kept from running: were it trusted alone, a starved process would
+    /// serve copies that long past the lease (as long as half a lease is covered).
     #[inline]
     pub(crate) fn holds(&self) -> bool {
-        store_nanos_now() < self.until.load(Ordering::Acquire)
+        let until = self.until.load(Ordering::Acquire);
+        let now = store_nanos_now();
+        if now >= until {
+            return false;
+        }
+        until - now >= self.near_end || store_nanos(StoreInstant::now()) < until
     }
 
     /// A message sent at `sent` under subscription `epoch` came back after every notice
@@ -66,6 +88,9 @@ impl HearingLease {
     /// now: a copy is served again only once a message sent under the new subscription
     /// came back.
     pub(crate) fn subscription(&self, epoch: u64) {
+        if !self.kept {
+            return;
+        }
         let mut current = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
         *current = epoch;
         self.until.store(0, Ordering::Release);
@@ -83,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_renewal_counts_only_under_the_subscription_it_was_sent_under() {
-        let lease = HearingLease::new(Duration::from_secs(60));
+        let lease = HearingLease::new(Duration::from_secs(60), true);
         let now = HearingLease::moment(StoreInstant::now());
         lease.renew(0, now);
         assert!(!lease.holds(), "no subscription yet");

@@ -148,8 +148,11 @@ pub type Acknowledged<F> = tokio::task::futures::TaskLocalFuture<(), F>;
 
 /// Runs `call` with every invalidation and insert it makes waiting as
 /// [`Consistency::Acknowledged`](crate::Consistency) does, whatever its cache's setting:
-/// `stampede::acknowledged(LOAD_PROFILE.invalidate(&key)).await` returns once no tiered
-/// replica can serve the value it retired.
+/// `stampede::acknowledged(LOAD_PROFILE.invalidate(&key)).await` returns once every tiered
+/// replica that may hold a copy of the key has dropped it. Under faults (a replica that
+/// cannot reach Redis, or cannot hear it) only a cache whose consistency is
+/// `Acknowledged` also keeps other replicas from answering with what they loaded before:
+/// see the fleet guide.
 pub fn acknowledged<F: Future>(call: F) -> Acknowledged<F> {
     ACKNOWLEDGED.scope((), call)
 }

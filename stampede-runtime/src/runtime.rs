@@ -421,13 +421,13 @@ impl Runtime {
             breaker_opened: stats.breaker_opened,
             degraded: stats.degraded,
             invalidations_queued: replica.queued() as u64,
-            acknowledged_invalidations: replica
-                .acknowledged
+            acknowledged_writes: replica
+                .acknowledged_writes
                 .load(std::sync::atomic::Ordering::Relaxed),
-            acknowledgements_waited_out: replica
-                .waited_out
+            acknowledged_writes_waited_out: replica
+                .writes_waited_out
                 .load(std::sync::atomic::Ordering::Relaxed),
-            hearing: replica.store().hearing_lease().holds(),
+            hearing_lease_holds: replica.store().hearing_lease().holds(),
         })
     }
 

@@ -179,15 +179,16 @@ pub struct BackendStats {
     /// Invalidations applied here but not yet taken by the store (replayed before this
     /// replica reads it again).
     pub invalidations_queued: u64,
-    /// Acknowledged invalidations every replica that heard them acknowledged.
-    pub acknowledged_invalidations: u64,
-    /// Acknowledged invalidations that waited out the hearing lease instead: a replica
-    /// did not answer in time (or, on a Redis Cluster, where a notice's receivers cannot
-    /// be counted, every one).
-    pub acknowledgements_waited_out: u64,
+    /// Acknowledged writes every replica listed as hearing answered.
+    pub acknowledged_writes: u64,
+    /// Acknowledged writes that waited out a replica's hearing lease instead: one did not
+    /// answer in time (frozen, cut off, gone without leaving the registry), or the
+    /// registry could not be read or was younger than a lease.
+    pub acknowledged_writes_waited_out: u64,
     /// This replica's hearing lease holds now: its tiered copies are served (see
-    /// `hearing_lease` in the configuration guide).
-    pub hearing: bool,
+    /// `hearing_lease` in the configuration guide). Always `true` on the redis backend,
+    /// which keeps no copies and no lease.
+    pub hearing_lease_holds: bool,
 }
 
 /// A cache as its runtime sees it, whatever its key and value types: a name and counters.

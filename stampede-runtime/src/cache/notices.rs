@@ -64,6 +64,13 @@ pub(super) async fn follow<K, V, E>(
 {
     loop {
         let event = events.recv().await;
+        // Taken first, even by a listener whose cache is gone: everything before it was
+        // handled, and a hearing renewal or another replica's answer waits for every
+        // listener that was there when it was sent.
+        if let Ok(StoreEvent::Passage(passage)) = &event {
+            passage.taken();
+            continue;
+        }
         let lost = matches!(event, Ok(StoreEvent::SubscriptionLost));
         let Some(inner) = inner.upgrade() else {
             return;
@@ -119,9 +126,8 @@ pub(super) async fn follow<K, V, E>(
                     known.clear();
                 }
             }
-            // Everything before it was handled: a hearing renewal or an acknowledgement
-            // may act.
-            Ok(StoreEvent::Passage(passage)) => passage.taken(),
+            // Taken above.
+            Ok(StoreEvent::Passage(_)) => {}
             Err(RecvError::Closed) => return,
         }
     }

@@ -122,7 +122,7 @@ async fn late_word_of_a_subscription_drops_only_what_began_before_it() {
         // Copies are served once the hearing lease holds too.
         while !runtime
             .backend_stats()
-            .is_some_and(|stats| stats.subscribed && stats.hearing)
+            .is_some_and(|stats| stats.subscribed && stats.hearing_lease_holds)
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

@@ -276,7 +276,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
         if let Some(known) = &self.inner.known_errors {
             known.clear();
         }
-        self.inner.invalidate_all_shared().await
+        self.inner.invalidate_all_shared().await?;
+        self.inner.acknowledge_all().await;
+        Ok(())
     }
 }
 
@@ -348,10 +350,23 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 || crate::per_call::acknowledging())
     }
 
+    /// [`Inner::acknowledge`] after an `invalidate_all`: its notices went out from every
+    /// master, so on a cluster the ask, sent from one, may pass some of them on the bus.
+    pub(super) async fn acknowledge_all(&self) {
+        let Some(tier) = self.connected_tier() else {
+            return;
+        };
+        if self.acknowledging(tier) {
+            (tier.replica)
+                .wait_for_acknowledgements(self.policy.name())
+                .await;
+        }
+    }
+
     /// After a write of `key` the store took (an invalidation, an insert's publish): when
     /// it is acknowledged, waits until no tiered replica can serve what it retired (see
-    /// `crate::hearing`, `shared/acknowledgement.rs`). Last, so the write's own steps follow each other as closely
-    /// as unacknowledged ones do.
+    /// `crate::hearing`, `shared/acknowledgement.rs`). Last, so the write's own steps
+    /// follow each other as closely as unacknowledged ones do.
     pub(super) async fn acknowledge(&self, key: &K) {
         let Some(tier) = self.connected_tier() else {
             return;
@@ -360,7 +375,7 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             return;
         }
         if let Ok(entry) = tier.entry_key(key) {
-            tier.replica.acknowledged(entry.value()).await;
+            tier.replica.wait_for_acknowledgements(entry.value()).await;
         }
     }
 

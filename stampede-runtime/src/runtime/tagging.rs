@@ -88,7 +88,7 @@ impl Runtime {
         let tiered = self.state.config.backend_settings.kind == Kind::Tiered;
         if tiered && (acknowledged || crate::per_call::acknowledging()) {
             let tag_key = crate::shared::keys::tag_key(&replica.prefix, name);
-            replica.acknowledged(&tag_key).await;
+            replica.wait_for_acknowledgements(&tag_key).await;
         }
         Ok(())
     }

@@ -136,7 +136,7 @@ impl Acknowledgements {
     /// acknowledged.
     pub(crate) async fn wait(&self, hearers: &[Hearer]) -> bool {
         loop {
-            let arrived = self.state.arrived.notified();
+            let arrived = std::pin::pin!(self.state.arrived.notified());
             let now = StoreInstant::now();
             let next = {
                 let acked = self
@@ -154,7 +154,10 @@ impl Acknowledgements {
                     None => return hearers.iter().all(|h| acked.contains(&h.replica)),
                 }
             };
-            let _ = tokio::time::timeout(next.saturating_duration_since(now), arrived).await;
+            let until = std::pin::pin!(super::background::sleep(
+                next.saturating_duration_since(now)
+            ));
+            futures_util::future::select(arrived, until).await;
         }
     }
 }

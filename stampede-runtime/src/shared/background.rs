@@ -59,3 +59,15 @@ where
 {
     drop(handle().spawn(crate::task::boxed(task)));
 }
+
+/// Waits `duration` on these threads' clock: real time (a simulation's, in a simulation),
+/// whatever clock the caller's runtime keeps. A wait that stands for real time (a hearing
+/// lease running out on other replicas) would end at once on a test's paused clock.
+pub(crate) async fn sleep(duration: std::time::Duration) {
+    let (done, waited) = tokio::sync::oneshot::channel();
+    spawn(async move {
+        tokio::time::sleep(duration).await;
+        let _ = done.send(());
+    });
+    let _ = waited.await;
+}

@@ -57,10 +57,10 @@ pub(crate) struct Replica {
     added: Arc<Notify>,
     /// The runtime's tag versions, kept current by the store's notices.
     pub(crate) tags: Arc<TagBook>,
-    /// Acknowledged invalidations: every replica that heard one acknowledged it, or it
-    /// waited out the hearing lease instead.
-    pub(crate) acknowledged: AtomicU64,
-    pub(crate) waited_out: AtomicU64,
+    /// Acknowledged writes: every replica listed as hearing answered, or one's hearing
+    /// lease was waited out instead.
+    pub(crate) acknowledged_writes: AtomicU64,
+    pub(crate) writes_waited_out: AtomicU64,
 }
 
 #[derive(Default)]
@@ -155,6 +155,7 @@ impl Replica {
         config.breaker_failures = settings.breaker_failures;
         config.breaker_cooldown = settings.breaker_cooldown;
         config.hearing_lease = settings.hearing_lease;
+        config.keeps_hearing = settings.kind == crate::config::backend::Kind::Tiered;
         let store = RedisStore::connect(config)?;
         let max_value = usize::try_from(settings.max_value_bytes).unwrap_or(usize::MAX);
         let mut replica = Self::over(
@@ -176,8 +177,8 @@ impl Replica {
             pending: AtomicBool::new(false),
             added: Arc::new(Notify::new()),
             tags: TagBook::new(true),
-            acknowledged: AtomicU64::new(0),
-            waited_out: AtomicU64::new(0),
+            acknowledged_writes: AtomicU64::new(0),
+            writes_waited_out: AtomicU64::new(0),
         }
     }
 
@@ -258,7 +259,7 @@ impl Replica {
     /// write's notice, published on `near`'s node, among it), or its lease ran out, after
     /// which it serves no copy it has not heard about. When the registry cannot be read,
     /// every lease is waited out.
-    pub(crate) async fn acknowledged(&self, near: &str) {
+    pub(crate) async fn wait_for_acknowledgements(&self, near: &str) {
         let acks = self.store.acknowledgements();
         let hearers = match self.store.ask_acknowledgements(near, &acks).await {
             Ok(hearers) => hearers,
@@ -279,8 +280,8 @@ impl Replica {
             })
             .collect();
         let counter = match acks.wait(&hearers).await {
-            true => &self.acknowledged,
-            false => &self.waited_out,
+            true => &self.acknowledged_writes,
+            false => &self.writes_waited_out,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -289,8 +290,8 @@ impl Replica {
     /// out: for when the registry of hearers cannot be read.
     async fn wait_out_hearing(&self) {
         let lease = self.store.hearing_lease().lease();
-        tokio::time::sleep(lease + self.acknowledgement_margin()).await;
-        self.waited_out.fetch_add(1, Ordering::Relaxed);
+        background::sleep(lease + self.acknowledgement_margin()).await;
+        self.writes_waited_out.fetch_add(1, Ordering::Relaxed);
     }
 
     fn acknowledgement_margin(&self) -> Duration {

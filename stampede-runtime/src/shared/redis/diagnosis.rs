@@ -146,7 +146,7 @@ const OPTIONAL: &[(&str, &str)] = &[
     ("pexpire", HASHES),
 ];
 
-const HASHES: &str = "a fleet-wide admission (scope = \"fleet\") cannot keep its permits in Redis and each replica takes its local_limit instead, and an acknowledged write on the tiered backend waits out the whole hearing lease";
+const HASHES: &str = "a tiered replica serves no memory copy (each call reads Redis), and a fleet-wide admission (scope = \"fleet\") cannot keep its permits in Redis and each replica takes its local_limit instead";
 
 impl Client {
     /// Tries, once, every command stampede sends (inside its scripts and outside them) on

@@ -1,6 +1,6 @@
 //! The hearing lease's renewals, the registry of replicas whose leases may run, and the
 //! acknowledgements a write asks for and owes, all through the `hearing` script and plain
-//! `PUBLISH` (see [`crate::shared::hearing`] and `lua/hearing.lua`).
+//! `PUBLISH` (see [`crate::hearing`] and `lua/hearing.lua`).
 use super::connection::Connection;
 use super::Client;
 use crate::clock::StoreInstant;
@@ -9,6 +9,7 @@ use crate::shared::acknowledgement::{Acknowledgements, Hearer};
 use crate::shared::keys::hearing_key;
 use crate::shared::store::StoreError;
 use futures_util::future::Either;
+use futures_util::StreamExt;
 use redis::RedisResult;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -21,7 +22,7 @@ use tokio::sync::mpsc;
 /// lease from that moment. Runs until the store is dropped.
 pub(super) async fn keep_hearing(client: Weak<Client>) {
     let period = match client.upgrade() {
-        Some(client) => client.hub.lease().lease() / 4,
+        Some(client) => client.hub.hearing_lease().lease() / 4,
         None => return,
     };
     let mut subscription = match client.upgrade() {
@@ -57,23 +58,13 @@ pub(super) async fn keep_hearing(client: Weak<Client>) {
         let message = format!("h {epoch} {sent}");
         match client.renew_hearing(&message).await {
             Ok(_) => unregistered = false,
-            // The registry is refused to this user (an ACL without the hash commands):
-            // the lease is renewed all the same, and an acknowledged write, which cannot
-            // list the registry either, waits out every replica's lease.
+            // The registry is refused to this user (an ACL without the hash commands): a
+            // lease renewed without an entry would let an acknowledged write skip this
+            // replica while it serves copies, so none is renewed: every call reads Redis.
             Err(StoreError::Backend(error)) if error.contains("stampede hearing") => {
                 if !unregistered {
-                    tracing::info!(target: "stampede", %error, "the hearing registry is refused to this user: acknowledged writes wait out the hearing lease");
+                    tracing::warn!(target: "stampede", %error, "the hearing registry is refused to this user: tiered copies are not served (each call reads Redis); grant +hset +hgetall +hdel +pexpire on stampede's keys");
                     unregistered = true;
-                }
-                let channel = client.hub.own_channel();
-                let breaker = client.shards.breaker("");
-                let published = client
-                    .call_through(&breaker, |connection| {
-                        publish(connection, String::new(), channel.clone(), message.clone())
-                    })
-                    .await;
-                if let Err(error) = published {
-                    tracing::debug!(target: "stampede", %error, "the hearing lease's renewal was not sent");
                 }
             }
             Err(error) => {
@@ -83,28 +74,38 @@ pub(super) async fn keep_hearing(client: Weak<Client>) {
     }
 }
 
-/// Publishes the acknowledgements this replica owes, in the order they became due. One
-/// that cannot be sent is dropped: the asking replica waits out the hearing lease
-/// instead.
+/// Publishes the answers this replica owes, up to `ANSWERING` at once (one at a time, a
+/// fleet's acknowledged writes could outpace the round trips). One that cannot be sent
+/// is dropped: the asking replica waits out this replica's hearing lease instead.
 pub(super) async fn send_acknowledgements(
     client: Weak<Client>,
-    mut outbox: mpsc::UnboundedReceiver<(String, String)>,
+    outbox: mpsc::UnboundedReceiver<(String, String)>,
 ) {
-    while let Some((channel, message)) = outbox.recv().await {
-        let Some(client) = client.upgrade() else {
-            return;
-        };
-        let breaker = client.shards.breaker("");
-        let sent = client
-            .call_through(&breaker, |connection| {
-                publish(connection, String::new(), channel.clone(), message.clone())
-            })
-            .await;
-        if let Err(error) = sent {
-            tracing::debug!(target: "stampede", %error, "an acknowledgement was not sent");
+    let owed = futures_util::stream::unfold(outbox, |mut outbox| async move {
+        outbox.recv().await.map(|answer| (answer, outbox))
+    });
+    owed.for_each_concurrent(ANSWERING, |(channel, message)| {
+        let client = client.clone();
+        async move {
+            let Some(client) = client.upgrade() else {
+                return;
+            };
+            let breaker = client.shards.breaker("");
+            let sent = client
+                .call_through(&breaker, |connection| {
+                    publish(connection, String::new(), channel.clone(), message.clone())
+                })
+                .await;
+            if let Err(error) = sent {
+                tracing::debug!(target: "stampede", %error, "an acknowledgement was not sent");
+            }
         }
-    }
+    })
+    .await;
 }
+
+/// How many answers a replica sends at once.
+const ANSWERING: usize = 32;
 
 /// Takes this replica's entry out of the registry of hearers (`HDEL`): its store was
 /// dropped, so no copy of it is served any more.
@@ -130,7 +131,7 @@ impl Client {
     async fn renew_hearing(&self, message: &str) -> Result<bool, StoreError> {
         let key = hearing_key(&self.config.prefix);
         let (_, breaker) = self.shards.for_key(&key);
-        let lease = super::millis(self.hub.lease().lease()).max(1);
+        let lease = super::millis(self.hub.hearing_lease().lease()).max(1);
         let channel = self.hub.own_channel();
         // Optional: a refusal (an ACL without the hash commands) is handled by the caller,
         // not reported as a problem with the settings.
@@ -171,12 +172,14 @@ impl Client {
         .await?;
         let key = hearing_key(&self.config.prefix);
         let (_, breaker) = self.shards.for_key(&key);
-        let lease = self.hub.lease().lease();
-        let lease_ms = super::millis(lease).max(1);
+        let lease = self.hub.hearing_lease().lease();
+        // Entries that ended up to four leases ago still count: a server clock stepped
+        // ahead ends them early by the step, while the leases they stand for run on.
+        let grace_ms = super::millis(lease * 4).max(1);
         let listed: Vec<redis::Value> = self
             .call_optional(&breaker, |mut connection| {
                 let mut invocation = self.scripts.hearing.prepare_invoke();
-                invocation.key(key.as_str()).arg("list").arg(lease_ms);
+                invocation.key(key.as_str()).arg("list").arg(grace_ms);
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;

@@ -70,6 +70,7 @@ mod tags;
 use super::background;
 use super::keys::{notice_channel, EntryKey};
 use super::store::{ServerClock, StoreError};
+use crate::hearing::HearingLease;
 use access::{Access, Target};
 use cluster::Shards;
 use connection::{Connection, Patience};
@@ -109,6 +110,8 @@ pub(crate) struct RedisConfig {
     pub(crate) heartbeat: Duration,
     /// How long memory copies stay servable after the subscription was last confirmed.
     pub(crate) hearing_lease: Duration,
+    /// Whether this replica keeps copies (tiered), and so renews its hearing lease.
+    pub(crate) keeps_hearing: bool,
 }
 
 impl RedisConfig {
@@ -138,6 +141,7 @@ impl RedisConfig {
             breaker_cooldown: DEFAULT_BREAKER_COOLDOWN,
             heartbeat: DEFAULT_HEARTBEAT,
             hearing_lease: DEFAULT_HEARING_LEASE,
+            keeps_hearing: false,
         }
     }
 }
@@ -301,7 +305,7 @@ impl RedisStore {
             hub: NoticeHub::new(
                 format!("{:016x}", fastrand::u64(..)),
                 channel.clone(),
-                config.hearing_lease,
+                HearingLease::new(config.hearing_lease, config.keeps_hearing),
                 outbox,
             ),
             channel,
@@ -326,12 +330,14 @@ impl RedisStore {
         let mut tasks = vec![
             store.spawn(subscriber::receive_pushes(Arc::downgrade(&client), pushes)),
             store.spawn(subscriber::heartbeat(Arc::downgrade(&client), subscriber)),
-            store.spawn(hearing::keep_hearing(Arc::downgrade(&client))),
             store.spawn(hearing::send_acknowledgements(
                 Arc::downgrade(&client),
                 owed,
             )),
         ];
+        if client.config.keeps_hearing {
+            tasks.push(store.spawn(hearing::keep_hearing(Arc::downgrade(&client))));
+        }
         if client.follower.is_some() {
             tasks.push(store.spawn(sentinel::keep_following(Arc::downgrade(&client))));
         }

@@ -31,7 +31,7 @@
 //! write's notice among it). Each replica answers `a <id> <its id>` on the asking
 //! replica's own channel ([`super::listen::replica_channel`]) once every listener of its
 //! own has handled all of that (a [`Passage`]). The same channel carries the replica's
-//! hearing renewals to itself, `h <epoch> <nanoseconds>` (see [`crate::shared::hearing`]).
+//! hearing renewals to itself, `h <epoch> <nanoseconds>` (see [`crate::hearing`]).
 //!
 //! Pub/sub is fire-and-forget: notices sent while the subscription is down are lost. So
 //! when it drops (a `Disconnection` push, or a heartbeat PING without answer) the hub
@@ -90,11 +90,11 @@ impl NoticeHub {
     pub(crate) fn new(
         replica: String,
         channel: String,
-        lease: std::time::Duration,
+        lease: HearingLease,
         outbox: mpsc::UnboundedSender<(String, String)>,
     ) -> Self {
         Self {
-            lease: Arc::new(HearingLease::new(lease)),
+            lease: Arc::new(lease),
             acks: AckRegistry::default(),
             outbox,
             channel,
@@ -167,7 +167,7 @@ impl NoticeHub {
         self.received.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn lease(&self) -> &Arc<HearingLease> {
+    pub(crate) fn hearing_lease(&self) -> &Arc<HearingLease> {
         &self.lease
     }
 
@@ -227,12 +227,14 @@ impl NoticeHub {
     }
 
     /// `k <id> <replica>`: `replica` asks to hear once this replica handled everything
-    /// before (its own ask too: it waits for no answer from itself).
+    /// before.
     fn asked(&self, payload: &[u8]) {
         let Some((id, replica)) = id_and_replica(payload) else {
             return;
         };
-        if replica == self.replica {
+        // Its own ask waits for no answer from itself; a replica that keeps no hearing
+        // lease (the redis backend) keeps no copies, and nobody waits for it either.
+        if replica == self.replica || !self.lease.kept() {
             return;
         }
         let channel = super::listen::replica_channel(&self.channel, replica);

@@ -359,7 +359,7 @@ impl SharedStore for RedisStore {
     }
 
     fn hearing_lease(&self) -> Arc<HearingLease> {
-        self.client.hub.lease().clone()
+        self.client.hub.hearing_lease().clone()
     }
 
     fn invalidate_at<'a>(

@@ -907,17 +907,24 @@ impl Run<'_> {
                     let ends = exact(Some(ends));
                     if other == b"@since" {
                         began = ends.is_some();
-                    } else if *other != replica && ends.is_none_or(|ends| ends <= now - lease) {
+                    } else if *other != replica && ends.is_none_or(|ends| ends <= now - 4.0 * lease)
+                    {
                         self.hdel(&key, other)?;
                     }
                 }
-                // Deleted and written again in one step (the delete lets the write
-                // through with memory full).
-                self.hdel(&key, &replica)?;
-                if let Err(refusal) = self.hset(&key, &replica, digits(now + lease).into_bytes()) {
-                    if refusal.0.starts_with("OOM") {
+                // Written over the old entry; with memory full, deleted and written again
+                // in one step (the delete is the write that lets the next one through).
+                let ends = digits(now + lease).into_bytes();
+                let out_of_memory = |refusal: &Refusal| refusal.0.starts_with("OOM");
+                let mut written = self.hset(&key, &replica, ends.clone());
+                if written.as_ref().is_err_and(out_of_memory) {
+                    self.hdel(&key, &replica)?;
+                    written = self.hset(&key, &replica, ends);
+                    if written.as_ref().is_err_and(out_of_memory) {
                         return Ok(Value::Int(0));
                     }
+                }
+                if let Err(refusal) = written {
                     return Err(fail(&refusal));
                 }
                 if !began {

@@ -9,7 +9,7 @@
 --   to now + lease and `message` went out on `channel` (the replica's own: it comes back
 --   after every notice published before it, and renews the lease); 0 when memory is full
 --   and the entry could not be written: nothing is sent, the lease is not renewed. Entries
---   that ended a lease ago are reaped on the way.
+--   that ended four leases ago are reaped on the way (kept that long for the lists' grace).
 -- list(op='list', grace ms) -> { now ms, since ms or -1, replica, until ms, ... }: the
 --   entries that have not ended, or ended within the grace (a server clock stepped ahead
 --   ends them early by the step, and the lease they stand for still runs), and when the
@@ -60,18 +60,21 @@ for i = 1, #all, 2 do
   local ends = exact(all[i + 1])
   if all[i] == '@since' then
     began = ends ~= nil
-  elseif all[i] ~= replica and (ends == nil or ends <= now - lease) then
+  elseif all[i] ~= replica and (ends == nil or ends <= now - 4 * lease) then
     redis.call('HDEL', KEYS[1], all[i])
   end
 end
--- Deleted and written again in one step: with memory full, the delete is the write that
--- lets the next one through, and nobody sees the entry missing in between.
-redis.call('HDEL', KEYS[1], replica)
-local written = redis.pcall('HSET', KEYS[1], replica, digits(now + lease))
-if refused(written) then
-  if string.sub(written.err, 1, 3) == 'OOM' then return 0 end
-  return fail(written)
+-- Written over the old entry, which stays if the write is refused. With memory full a
+-- script may write once one of its writes went through: the entry is then deleted and
+-- written again in one step (nobody sees it missing), the delete being that write.
+local ends = digits(now + lease)
+local written = redis.pcall('HSET', KEYS[1], replica, ends)
+if refused(written) and string.sub(written.err, 1, 3) == 'OOM' then
+  redis.call('HDEL', KEYS[1], replica)
+  written = redis.pcall('HSET', KEYS[1], replica, ends)
+  if refused(written) and string.sub(written.err, 1, 3) == 'OOM' then return 0 end
 end
+if refused(written) then return fail(written) end
 if not began then redis.call('HSET', KEYS[1], '@since', digits(now)) end
 -- Never shorter than it was: another replica's lease may be longer.
 local keep = lease * 4
