@@ -1,6 +1,7 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
-//! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--seed S --trace]`: runs seeds and reports runs per
-//! second, violations and the first failing seeds; `--seed S --trace` replays one seed and
+//! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
+//! [--no-acknowledged] [--seed S --trace]`: runs seeds and reports runs per second,
+//! violations and the first failing seeds; `--seed S --trace` replays one seed and
 //! prints every event.
 use stampede_simulator::{run, Config};
 use std::time::Instant;
