@@ -190,25 +190,5 @@ pub(crate) fn store_nanos_now() -> u64 {
     Ticker::get().recent().0
 }
 
-/// In a simulation the store's clock is Tokio's paused one, counted from a day before the
-/// first moment anything asked. Each simulated run's clock starts at the real time its
-/// runtime was made, and runs on by simulated minutes: counted from the first moment
-/// itself, a later run's early moments (before an earlier run's simulated minutes, in
-/// real seconds) all read 0, and a lease read on them held for as long as a run was
-/// behind, depending on which runs came before (seed 2001438 failed after seed 2001410,
-/// not alone).
-#[cfg(feature = "simulation")]
-pub(crate) fn store_nanos(at: StoreInstant) -> u64 {
-    static ORIGIN: OnceLock<StoreInstant> = OnceLock::new();
-    const BEFORE: Duration = Duration::from_secs(24 * 60 * 60);
-    let origin = *ORIGIN.get_or_init(|| at.checked_sub(BEFORE).unwrap_or(at));
-    at.saturating_duration_since(origin).as_nanos() as u64
-}
-
-#[cfg(feature = "simulation")]
-pub(crate) fn store_nanos_now() -> u64 {
-    store_nanos(StoreInstant::now())
-}
-
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@
 // Without the `redis` feature no store renews a lease (`shared/` is compiled but never
 // constructed): unused, not wrong.
 #![cfg_attr(not(feature = "redis"), allow(dead_code))]
-use crate::clock::{store_nanos, store_nanos_now, StoreInstant};
+use crate::clock::StoreInstant;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -27,7 +27,7 @@ pub(crate) struct HearingLease {
     /// Kept by a tiered replica only: a replica of the redis backend keeps no copies, so
     /// its lease always holds and it renews nothing.
     kept: bool,
-    /// Store-clock nanoseconds (`clock::store_nanos`) the lease runs until; 0: lapsed.
+    /// Store-clock nanoseconds ([`HearingLease::moment`]) the lease runs until; 0: lapsed.
     until: AtomicU64,
     /// Half the lease, in nanoseconds: closer than this to its end, the precise clock
     /// decides whether it still holds.
@@ -36,6 +36,14 @@ pub(crate) struct HearingLease {
     /// under an earlier epoch arrives too late to count, since the subscription it
     /// confirmed is gone.
     epoch: Mutex<u64>,
+    /// In a simulation, the moment the lease was made, which its moments count from: each
+    /// simulated run's clock starts at the real time its runtime was made and runs on by
+    /// simulated minutes, so one origin for the process (as the coarse clock's is) put a
+    /// later run's early moments before it, all read as 0, and a lease read on them held
+    /// as long as the run was behind (whether seed 2001438 failed depended on the runs
+    /// before it in the process).
+    #[cfg(feature = "simulation")]
+    origin: StoreInstant,
 }
 
 impl HearingLease {
@@ -47,6 +55,8 @@ impl HearingLease {
             until: AtomicU64::new(if kept { 0 } else { u64::MAX }),
             near_end: (lease / 2).as_nanos() as u64,
             epoch: Mutex::new(0),
+            #[cfg(feature = "simulation")]
+            origin: StoreInstant::now(),
         }
     }
 
@@ -66,11 +76,11 @@ impl HearingLease {
     #[inline]
     pub(crate) fn holds(&self) -> bool {
         let until = self.until.load(Ordering::Acquire);
-        let now = store_nanos_now();
+        let now = self.coarse_now();
         if now >= until {
             return false;
         }
-        until - now >= self.near_end || store_nanos(StoreInstant::now()) < until
+        until - now >= self.near_end || self.moment(StoreInstant::now()) < until
     }
 
     /// A message sent at `sent` under subscription `epoch` came back after every notice
@@ -97,8 +107,25 @@ impl HearingLease {
     }
 
     /// The store-clock nanoseconds of `at`, as [`HearingLease::renew`] takes them.
-    pub(crate) fn moment(at: StoreInstant) -> u64 {
-        store_nanos(at)
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) fn moment(&self, at: StoreInstant) -> u64 {
+        crate::clock::store_nanos(at)
+    }
+
+    #[cfg(feature = "simulation")]
+    pub(crate) fn moment(&self, at: StoreInstant) -> u64 {
+        at.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+
+    /// Now, as [`HearingLease::moment`] counts: the coarse clock's reading (one atomic).
+    #[cfg(not(feature = "simulation"))]
+    fn coarse_now(&self) -> u64 {
+        crate::clock::store_nanos_now()
+    }
+
+    #[cfg(feature = "simulation")]
+    fn coarse_now(&self) -> u64 {
+        self.moment(StoreInstant::now())
     }
 }
 
@@ -109,7 +136,7 @@ mod tests {
     #[test]
     fn a_renewal_counts_only_under_the_subscription_it_was_sent_under() {
         let lease = HearingLease::new(Duration::from_secs(60), true);
-        let now = HearingLease::moment(StoreInstant::now());
+        let now = lease.moment(StoreInstant::now());
         lease.renew(0, now);
         assert!(!lease.holds(), "no subscription yet");
         lease.subscription(3);

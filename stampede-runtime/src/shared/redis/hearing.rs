@@ -4,7 +4,6 @@
 use super::connection::Connection;
 use super::Client;
 use crate::clock::StoreInstant;
-use crate::hearing::HearingLease;
 use crate::shared::acknowledgement::{Acknowledgements, Hearer};
 use crate::shared::keys::hearing_key;
 use crate::shared::store::StoreError;
@@ -54,7 +53,7 @@ pub(super) async fn keep_hearing(client: Weak<Client>) {
         if epoch == 0 {
             continue;
         }
-        let sent = HearingLease::moment(StoreInstant::now());
+        let sent = client.hub.hearing_lease().moment(StoreInstant::now());
         let message = format!("h {epoch} {sent}");
         match client.renew_hearing(&message).await {
             Ok(_) => unregistered = false,

@@ -61,7 +61,9 @@ fn a_renewal_holds_the_lease_once_every_listener_handled_what_came_before_it() {
     hub.set_subscribed(true);
     let mut events = hub.events();
     let _ = events.try_recv();
-    let sent = HearingLease::moment(crate::clock::StoreInstant::now());
+    let sent = hub
+        .hearing_lease()
+        .moment(crate::clock::StoreInstant::now());
     hub.deliver(format!("h {} {sent}", hub.hearing()).as_bytes());
     assert!(
         !hub.hearing_lease().holds(),
