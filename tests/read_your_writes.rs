@@ -17,7 +17,7 @@ use testkit::RedisServer;
 const HEARING_LEASE: Duration = Duration::from_millis(200);
 
 /// Read-your-writes pairs per configuration and mode, unless `STAMPEDE_RYW_PAIRS` says.
-const DEFAULT_PAIRS: usize = 300;
+const DEFAULT_PAIRS: usize = 150;
 
 /// One test of this file at a time: each runs up to 64 replicas, or times invalidations,
 /// and two of them side by side on two cores would measure each other.
@@ -379,7 +379,12 @@ async fn acknowledged_invalidation_latency_at_2_8_and_64_replicas() {
         return;
     };
     let _alone = alone().await;
-    const ROUNDS: usize = 200;
+    // `STAMPEDE_RYW_ROUNDS=200` for the figures in docs/performance.md; fewer by default,
+    // which keeps the suite quick.
+    let rounds: usize = std::env::var("STAMPEDE_RYW_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(60);
     const KEY: u64 = 7;
     for replicas in measured_replicas() {
         let started = Instant::now();
@@ -395,7 +400,7 @@ async fn acknowledged_invalidation_latency_at_2_8_and_64_replicas() {
         let ready = started.elapsed();
         let before = acknowledgements(&runtimes[0]);
         let (mut latencies, mut answered, mut copies) = (Vec::new(), 0, 0);
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             // Untimed: a copy on every replica again. Loads at once leave some replicas
             // without one (answered while another replica loaded), so those load again.
             let loads = caches.iter().map(|cache| db.load(cache, KEY));
@@ -417,22 +422,22 @@ async fn acknowledged_invalidation_latency_at_2_8_and_64_replicas() {
         let (confirmed, waited_out) = (after.0 - before.0, after.1 - before.1);
         latencies.sort();
         println!(
-            "acknowledged invalidation: {replicas} replicas, {ROUNDS} rounds: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {confirmed} acknowledged, {waited_out} waited out; {:.1} copies of {replicas} held per invalidation; ready in {ready:?}, {:?} in all",
+            "acknowledged invalidation: {replicas} replicas, {rounds} rounds: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {confirmed} acknowledged, {waited_out} waited out; {:.1} copies of {replicas} held per invalidation; ready in {ready:?}, {:?} in all",
             quantile_ms(&latencies, 0.5),
             quantile_ms(&latencies, 0.99),
             quantile_ms(&latencies, 1.0),
-            copies as f64 / ROUNDS as f64,
+            copies as f64 / rounds as f64,
             started.elapsed()
         );
         assert_eq!(
-            answered, ROUNDS,
+            answered, rounds,
             "{replicas} replicas: invalidations that failed"
         );
         // Nothing was killed: every receiver should answer within the lease. Lenient (5%)
         // for a starved scheduler on two cores.
         assert!(
-            waited_out as usize * 20 <= ROUNDS,
-            "{replicas} replicas: {waited_out} of {ROUNDS} acknowledged invalidations waited out the hearing lease"
+            waited_out as usize * 20 <= rounds.max(20),
+            "{replicas} replicas: {waited_out} of {rounds} acknowledged invalidations waited out the hearing lease"
         );
     }
 }
