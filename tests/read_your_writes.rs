@@ -304,15 +304,7 @@ async fn acknowledged_invalidation_is_read_your_writes_on_two_and_eight_replicas
     println!("read-your-writes: seed {seed} (STAMPEDE_RYW_SEED replays it)");
     let started = Instant::now();
     for replicas in [2, 8] {
-        let runtimes: Vec<Runtime> = (0..replicas)
-            .map(|_| replica(redis.direct_url(), PATIENT_REDIS))
-            .collect();
-        let name = format!("read-your-writes-{replicas}");
-        let caches: Vec<_> = (runtimes.iter())
-            .map(|runtime| cache(runtime, &name))
-            .collect();
-        let db = Database::default();
-        hearing(&runtimes, &caches, &db).await;
+        let (runtimes, caches, db) = fleet(&redis, replicas, "read-your-writes").await;
         let before: Vec<_> = runtimes.iter().map(acknowledgements).collect();
         let acknowledged = pairs(&caches, &db, count, true, &mut rng, redis.port()).await;
         let (confirmed, waited_out) = (runtimes.iter().zip(&before))
@@ -354,6 +346,25 @@ async fn acknowledged_invalidation_is_read_your_writes_on_two_and_eight_replicas
 }
 
 /// The `q` quantile of `sorted`, in milliseconds.
+/// `replicas` tiered replicas of one cache (`<name>-<replicas>`), every one hearing, over
+/// a fresh database.
+async fn fleet(
+    redis: &RedisServer,
+    replicas: usize,
+    name: &str,
+) -> (Vec<Runtime>, Vec<Cache<u64, u64, AppError>>, Database) {
+    let runtimes: Vec<Runtime> = (0..replicas)
+        .map(|_| replica(redis.direct_url(), PATIENT_REDIS))
+        .collect();
+    let name = format!("{name}-{replicas}");
+    let caches: Vec<_> = (runtimes.iter())
+        .map(|runtime| cache(runtime, &name))
+        .collect();
+    let db = Database::default();
+    hearing(&runtimes, &caches, &db).await;
+    (runtimes, caches, db)
+}
+
 fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     let at = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[at].as_secs_f64() * 1000.0
@@ -388,15 +399,7 @@ async fn acknowledged_invalidation_latency_at_2_8_and_64_replicas() {
     const KEY: u64 = 7;
     for replicas in measured_replicas() {
         let started = Instant::now();
-        let runtimes: Vec<Runtime> = (0..replicas)
-            .map(|_| replica(redis.direct_url(), PATIENT_REDIS))
-            .collect();
-        let name = format!("acknowledged-latency-{replicas}");
-        let caches: Vec<_> = (runtimes.iter())
-            .map(|runtime| cache(runtime, &name))
-            .collect();
-        let db = Database::default();
-        hearing(&runtimes, &caches, &db).await;
+        let (runtimes, caches, db) = fleet(&redis, replicas, "acknowledged-latency").await;
         let ready = started.elapsed();
         let before = acknowledgements(&runtimes[0]);
         let (mut latencies, mut answered, mut copies) = (Vec::new(), 0, 0);
