@@ -175,9 +175,7 @@ pub(crate) use tokio::time::Instant as StoreInstant;
 
 /// A moment on the store's monotonic clock as nanoseconds from a fixed origin, so one
 /// atomic can hold it (a hearing lease's end, `hearing.rs`).
-// Without the `redis` feature no store renews a lease: unused, not wrong.
 #[cfg(not(feature = "simulation"))]
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn store_nanos(at: StoreInstant) -> u64 {
     let ticker = Ticker::get();
     at.saturating_duration_since(ticker.start).as_nanos() as u64

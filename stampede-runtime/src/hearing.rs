@@ -12,11 +12,9 @@
 //! it, a read goes to the store. So from a lease after a notice was published, every
 //! replica has applied it or serves no heard copy: what an acknowledged write waits out
 //! for a replica that does not answer.
-// Without the `redis` feature no store renews a lease (`shared/` is compiled but never
-// constructed): unused, not wrong.
-#![cfg_attr(not(feature = "redis"), allow(dead_code))]
 use crate::clock::StoreInstant;
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "redis")]
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +22,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct HearingLease {
     lease: Duration,
+    #[cfg(feature = "redis")]
     /// Kept by a tiered replica only: a replica of the redis backend keeps no copies, so
     /// its lease always holds and it renews nothing.
     kept: bool,
@@ -32,6 +31,7 @@ pub(crate) struct HearingLease {
     /// Half the lease, in nanoseconds: closer than this to its end, the precise clock
     /// decides whether it still holds.
     near_end: u64,
+    #[cfg(feature = "redis")]
     /// The subscription epoch renewals count under (0 while none is up): a renewal sent
     /// under an earlier epoch arrives too late to count, since the subscription it
     /// confirmed is gone.
@@ -47,6 +47,8 @@ pub(crate) struct HearingLease {
 }
 
 impl HearingLease {
+    // Only a store (the `redis` feature) makes and renews a lease.
+    #[cfg(feature = "redis")]
     /// A lease of `lease`, renewed (`kept`) or one that always holds.
     pub(crate) fn new(lease: Duration, kept: bool) -> Self {
         Self {
@@ -64,6 +66,8 @@ impl HearingLease {
         self.lease
     }
 
+    // Only a store (the `redis` feature) makes and renews a lease.
+    #[cfg(feature = "redis")]
     /// Whether the replica renews it (a tiered replica does).
     pub(crate) fn kept(&self) -> bool {
         self.kept
@@ -83,6 +87,8 @@ impl HearingLease {
         until - now >= self.near_end || self.moment(StoreInstant::now()) < until
     }
 
+    // Only a store (the `redis` feature) makes and renews a lease.
+    #[cfg(feature = "redis")]
     /// A message sent at `sent` under subscription `epoch` came back after every notice
     /// before it was handled: the lease runs to `sent + lease`, unless the subscription
     /// changed since.
@@ -94,6 +100,8 @@ impl HearingLease {
         }
     }
 
+    // Only a store (the `redis` feature) makes and renews a lease.
+    #[cfg(feature = "redis")]
     /// The subscription came up under `epoch` (0: it dropped). Either way the lease lapses
     /// now: a copy is served again only once a message sent under the new subscription
     /// came back.
@@ -129,7 +137,7 @@ impl HearingLease {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 mod tests {
     use super::*;
 
