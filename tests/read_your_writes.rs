@@ -365,6 +365,19 @@ async fn fleet(
     (runtimes, caches, db)
 }
 
+/// Loads `key` on `cache` until memory keeps a copy of it: a copy made before the
+/// subscription came up is dropped when it does.
+async fn hold_copy(cache: &Cache<u64, u64, AppError>, db: &Database, key: u64) {
+    bounded(async {
+        while cache.peek(&key).is_none() {
+            cache.invalidate(&key).await.unwrap();
+            db.load(cache, key).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     let at = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[at].as_secs_f64() * 1000.0
@@ -471,14 +484,7 @@ async fn a_replica_that_stops_hearing_serves_no_copy() {
     assert_eq!(db.load(&a_cache, KEY).await, 1);
     // B's copy: made once its subscription is up (a copy made before would be dropped
     // when it comes up).
-    bounded(async {
-        while b_cache.peek(&KEY).is_none() {
-            b_cache.invalidate(&KEY).await.unwrap();
-            db.load(&b_cache, KEY).await;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    hold_copy(&b_cache, &db, KEY).await;
     // Served from memory while B hears: neither the origin nor Redis is asked.
     let reads = |runtime: &Runtime| {
         let stats = runtime.backend_stats().unwrap();
@@ -629,14 +635,7 @@ async fn a_subscription_dropped_without_a_word_is_waited_out() {
         .await;
         let v1 = db.write();
         assert_eq!(db.load(&a_cache, KEY).await, v1);
-        bounded(async {
-            while b_cache.peek(&KEY).is_none() {
-                b_cache.invalidate(&KEY).await.unwrap();
-                db.load(&b_cache, KEY).await;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
+        hold_copy(&b_cache, &db, KEY).await;
         let before = acknowledgements(&a);
         freezer.freeze(true);
         let frozen_at = Instant::now();

@@ -37,21 +37,17 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         // time, and one it cannot hold is kept only for the degraded bound.
         let since = found.watching.since();
         let hears = since != 0 && since == tier.hearing();
-        // A cache whose writes are acknowledged keeps nothing no notice can reach: a copy
-        // loaded without the store would outlive an acknowledged write elsewhere.
-        let acknowledged = self.policy.consistency() == Consistency::Acknowledged;
         let envelope = match standing {
             Standing::Stored if !tier.keeps_memory || !hears => return None,
-            Standing::Own if !hears && acknowledged => return None,
-            Standing::Unheard if acknowledged => return None,
-            Standing::Own if !hears => self.degraded(envelope, tier),
+            // Nothing a notice would reach: degraded, or nothing for an acknowledged cache.
+            Standing::Own if !hears => self.unheard_copy(envelope)?,
+            Standing::Unheard => self.unheard_copy(envelope)?,
             // Kept current by notices, so served only while they are known to arrive
             // (the hearing lease).
             Standing::Stored | Standing::Own => Envelope {
                 marks: envelope.marks | HEARD,
                 ..envelope
             },
-            Standing::Unheard => self.degraded(envelope, tier),
         };
         let fence = found.read.as_ref().map_or(0, |read| read.fence);
         // Not heard (the subscription changed since the load began): bookkept as a copy
@@ -61,9 +57,10 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         Some(envelope)
     }
 
-    /// What memory keeps of a value the shared store did not take and no notice reaches
-    /// (an insert whose invalidation failed): as a degraded copy, or nothing for a cache
-    /// whose writes are acknowledged.
+    /// What memory keeps of a value no notice reaches (loaded or written while the store
+    /// could not be read, or too large for it while notices were not heard; an insert whose
+    /// invalidation failed): a degraded copy, or nothing for a cache whose writes are
+    /// acknowledged (such a copy would outlive an acknowledged write elsewhere).
     pub(super) fn unheard_copy(&self, envelope: Envelope<V>) -> Option<Envelope<V>> {
         let Some(tier) = self.tier() else {
             return Some(envelope);
