@@ -86,6 +86,17 @@ impl Report {
         }
         trace
     }
+
+    /// A digest of the run's events (a fixed-key hash of the trace): equal for two runs
+    /// of one seed exactly when they replayed alike.
+    pub fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        for event in &self.events {
+            event.to_string().hash(&mut hasher);
+        }
+        hasher.finish()
+    }
 }
 
 /// The Unix time the simulated server's clock starts at (a fixed day, so runs agree).

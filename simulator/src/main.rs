@@ -1,14 +1,17 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
 //! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
-//! [--no-acknowledged] [--seed S --trace]`: runs seeds and reports runs per second,
-//! violations and the first failing seeds; `--seed S --trace` replays one seed and
-//! prints every event.
+//! [--no-acknowledged] [--digests] [--seed S --trace]`: runs seeds and reports runs per
+//! second, violations and the first failing seeds; `--seed S --trace` replays one seed
+//! and prints every event; `--digests` prints a line per seed with a digest of its
+//! events, so two soaks of one range can be compared run by run (a seed whose line
+//! differs did not replay bit for bit).
 use stampede_simulator::{run, Config};
 use std::time::Instant;
 
 fn main() {
     let mut config = Config::default();
     let (mut seeds, mut first, mut only, mut trace) = (10_000_u64, 0_u64, None, false);
+    let mut digests = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| -> u64 {
@@ -44,6 +47,7 @@ fn main() {
             "--no-fleet-admission" => config.fleet_admission = false,
             "--no-acknowledged" => config.acknowledged = false,
             "--trace" => trace = true,
+            "--digests" => digests = true,
             other => usage(&format!("unknown argument `{other}`")),
         }
     }
@@ -63,6 +67,14 @@ fn main() {
         let report = run(seed, &config);
         calls += report.calls;
         origin_calls += report.origin_calls;
+        if digests {
+            println!(
+                "seed {seed}: {} calls, {} origin calls, events {:016x}",
+                report.calls,
+                report.origin_calls,
+                report.digest()
+            );
+        }
         if !report.violations.is_empty() {
             println!("seed {seed}: {}", report.violations[0]);
             failed.push(seed);
@@ -88,6 +100,6 @@ fn main() {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--digests] [--seed S --trace]");
     std::process::exit(2)
 }

@@ -119,14 +119,14 @@ impl LeaseWait {
 /// up instead, then reads again at once.
 async fn wait_for_notice(
     wake: tokio::sync::oneshot::Receiver<Wake>,
-    mut subscription: tokio::sync::watch::Receiver<bool>,
+    mut subscription: crate::shared::subscribed::SubscribedWatch,
     wait: Duration,
 ) -> Option<Notice> {
     let woken = async {
         match wake.await {
             Ok(Wake::Notice(notice)) => Some(notice),
             Ok(Wake::SubscriptionLost) | Err(_) => {
-                let _ = subscription.wait_for(|up| *up).await;
+                subscription.up().await;
                 None
             }
         }

@@ -68,5 +68,6 @@ pub(crate) mod model;
 pub(crate) mod redis;
 pub(crate) mod replica;
 pub(crate) mod store;
+pub(crate) mod subscribed;
 pub(crate) mod tier;
 pub(crate) mod wire;

@@ -41,10 +41,11 @@ use crate::clock::StoreInstant as Instant;
 use futures_util::future::BoxFuture;
 use std::fmt;
 use std::time::Duration;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot};
 
 use super::acknowledgement::{Acknowledgements, Hearer};
 use super::keys::EntryKey;
+use super::subscribed::SubscribedWatch;
 use crate::hearing::HearingLease;
 
 /// A failure of the shared store. The loader treats it as a miss (or skips the write) and
@@ -599,7 +600,7 @@ pub(crate) trait SharedStore: Send + Sync + 'static {
     fn tag_events(&self) -> broadcast::Receiver<StoreEvent>;
 
     /// Whether the notice subscription is up, to wait for it to come up.
-    fn subscription(&self) -> watch::Receiver<bool>;
+    fn subscription(&self) -> SubscribedWatch;
 
     /// The server's clock as of the latest read, while it is recent enough to judge a
     /// value by (never behind the server).

@@ -324,7 +324,7 @@ where
     }
 
     /// Whether notices flow, to wait for them to.
-    pub(crate) fn subscription(&self) -> tokio::sync::watch::Receiver<bool> {
+    pub(crate) fn subscription(&self) -> crate::shared::subscribed::SubscribedWatch {
         self.replica.store().subscription()
     }
 

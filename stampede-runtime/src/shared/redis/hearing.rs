@@ -37,11 +37,10 @@ pub(super) async fn keep_hearing(client: Weak<Client>) {
         let came_up = {
             let tick = std::pin::pin!(ticks.tick());
             let changed = std::pin::pin!(subscription.changed());
-            match futures_util::future::select(tick, changed).await {
-                Either::Left(_) => false,
-                Either::Right((Ok(()), _)) => true,
-                Either::Right((Err(_), _)) => return,
-            }
+            matches!(
+                futures_util::future::select(tick, changed).await,
+                Either::Right(_)
+            )
         };
         if came_up {
             ticks.reset();

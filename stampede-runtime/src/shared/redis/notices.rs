@@ -40,11 +40,12 @@
 use crate::hearing::HearingLease;
 use crate::shared::acknowledgement::{AckRegistry, Passage};
 use crate::shared::store::{Notice, NoticeKind, StoreEvent, Wake};
+use crate::shared::subscribed::{Subscribed, SubscribedWatch};
 use foldhash::fast::SeedableRandomState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How many events a slow listener may fall behind before it sees `Lagged`.
 const EVENT_BACKLOG: usize = 1024;
@@ -66,7 +67,7 @@ pub(crate) struct NoticeHub {
     /// Tag notices and subscription changes, for the runtime's tag book: each listener
     /// wakes only for what it uses.
     tag_events: broadcast::Sender<StoreEvent>,
-    subscribed: watch::Sender<bool>,
+    subscribed: Subscribed,
     /// Serializes subscription changes: the push task and the heartbeat both report them.
     changing: Mutex<()>,
     /// The last subscription's epoch; see [`SharedStore::hearing`].
@@ -102,7 +103,7 @@ impl NoticeHub {
             waiters: Mutex::new(Waiters::with_hasher(crate::memory::seeded_hasher())),
             events: broadcast::channel(EVENT_BACKLOG).0,
             tag_events: broadcast::channel(EVENT_BACKLOG).0,
-            subscribed: watch::channel(false).0,
+            subscribed: Subscribed::default(),
             changing: Mutex::new(()),
             epochs: AtomicU64::new(0),
             hearing: AtomicU64::new(0),
@@ -123,7 +124,7 @@ impl NoticeHub {
         // Checked under the waiters lock, which a drop holds while it flips the flag and
         // takes the waiters: a waiter either sees the drop here or is woken by it.
         let mut waiters = self.waiters();
-        if !*self.subscribed.borrow() {
+        if !self.subscribed.is_up() {
             // Nothing would wake it: the caller re-reads at once instead of waiting blind.
             let _ = sender.send(Wake::SubscriptionLost);
             return receiver;
@@ -151,12 +152,12 @@ impl NoticeHub {
         self.tag_events.subscribe()
     }
 
-    pub(crate) fn subscription(&self) -> watch::Receiver<bool> {
-        self.subscribed.subscribe()
+    pub(crate) fn subscription(&self) -> SubscribedWatch {
+        self.subscribed.watch()
     }
 
     pub(crate) fn is_subscribed(&self) -> bool {
-        *self.subscribed.borrow()
+        self.subscribed.is_up()
     }
 
     pub(crate) fn hearing(&self) -> u64 {
@@ -302,7 +303,7 @@ impl NoticeHub {
     /// gets only later events.
     pub(crate) fn set_subscribed(&self, subscribed: bool) {
         let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
-        if *self.subscribed.borrow() == subscribed {
+        if self.subscribed.is_up() == subscribed {
             return;
         }
         if subscribed {
@@ -312,14 +313,14 @@ impl NoticeHub {
             let _ = self.tag_events.send(StoreEvent::Subscribed(epoch));
             self.hearing.store(epoch, Ordering::SeqCst);
             self.lease.subscription(epoch);
-            self.subscribed.send_replace(true);
+            self.subscribed.set(true);
             return;
         }
         let waiters = {
             let mut registered = self.waiters();
             self.hearing.store(0, Ordering::SeqCst);
             self.lease.subscription(0);
-            self.subscribed.send_replace(false);
+            self.subscribed.set(false);
             std::mem::take(&mut *registered)
         };
         for waiter in waiters.into_values().flatten() {

@@ -10,12 +10,13 @@ use crate::shared::store::{
     Permits, Publication, Published, Read, Scan, ServerClock, StoreError,
 };
 use crate::shared::store::{Listening, SharedStore, StoreEvent, StoreStats, Wake};
+use crate::shared::subscribed::SubscribedWatch;
 use crate::shared::wire::{version_digits, Wire};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot};
 
 /// How recent the server clock must be for a read without the script: the local
 /// monotonic clock carries it forward, and a second keeps any drift far below a millisecond.
@@ -475,7 +476,7 @@ impl SharedStore for RedisStore {
         self.client.hub.tag_events()
     }
 
-    fn subscription(&self) -> watch::Receiver<bool> {
+    fn subscription(&self) -> SubscribedWatch {
         self.client.hub.subscription()
     }
 

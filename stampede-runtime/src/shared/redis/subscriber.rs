@@ -204,7 +204,7 @@ pub(super) async fn heartbeat(client: Weak<super::Client>, mut subscriber: Subsc
         let Some(mut connection) = subscriber.connection() else {
             continue;
         };
-        if *client.hub.subscription().borrow() {
+        if client.hub.is_subscribed() {
             let answered = tokio::time::timeout(timeout, connection.ping()).await;
             if !matches!(answered, Ok(Ok(()))) {
                 // A black hole never disconnects; a silent subscription is a lost one.

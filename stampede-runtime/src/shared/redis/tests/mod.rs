@@ -54,9 +54,7 @@ pub(super) async fn within<T>(bound: Duration, future: impl Future<Output = T>) 
 
 pub(super) async fn subscribed(store: &RedisStore) {
     let mut subscription = store.subscription();
-    within(PROMPTLY, subscription.wait_for(|up| *up))
-        .await
-        .unwrap();
+    within(PROMPTLY, subscription.up()).await;
 }
 
 /// A value loaded now, fresh for 10 s, kept for 60 s, by the server's clock.
