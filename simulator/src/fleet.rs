@@ -156,6 +156,11 @@ impl Replica {
                 builder = builder.admission_fleet_wide("db", None);
             }
         }
+        if let Some(lease) = shape.hearing_lease {
+            let lease = format!("{}ms", lease.as_millis());
+            builder = (builder.backend_setting("hearing_lease", &lease))
+                .expect("a hearing lease the settings accept");
+        }
         let runtime = builder.build().expect("a simulated replica's runtime");
         let mut policy = Policy::builder("sim")
             .fresh(shape.fresh)

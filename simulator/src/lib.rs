@@ -41,6 +41,9 @@ pub struct Config {
     /// did before acknowledged writes existed, but for the hearing lease every tiered
     /// replica now keeps).
     pub acknowledged: bool,
+    /// Whether half the tiered seeds draw a hearing lease other than the default (off:
+    /// each seed runs as it did before the draw existed).
+    pub hearing_leases: bool,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             load_timeouts: true,
             fleet_admission: true,
             acknowledged: true,
+            hearing_leases: true,
         }
     }
 }
@@ -267,6 +271,9 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     }
     if config.acknowledged {
         shape.draw_acknowledged(seed);
+    }
+    if config.hearing_leases {
+        shape.draw_hearing_lease(seed);
     }
     let shape = Arc::new(shape);
     let (fewest, most) = config.replicas;

@@ -1,6 +1,6 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
 //! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
-//! [--no-acknowledged] [--digests] [--seed S --trace]`: runs seeds and reports runs per
+//! [--no-acknowledged] [--no-hearing-leases] [--digests] [--seed S --trace]`: runs seeds and reports runs per
 //! second, violations and the first failing seeds; `--seed S --trace` replays one seed
 //! and prints every event; `--digests` prints a line per seed with a digest of its
 //! events, so two soaks of one range can be compared run by run (a seed whose line
@@ -46,6 +46,7 @@ fn main() {
             "--no-load-timeouts" => config.load_timeouts = false,
             "--no-fleet-admission" => config.fleet_admission = false,
             "--no-acknowledged" => config.acknowledged = false,
+            "--no-hearing-leases" => config.hearing_leases = false,
             "--trace" => trace = true,
             "--digests" => digests = true,
             other => usage(&format!("unknown argument `{other}`")),
@@ -100,6 +101,6 @@ fn main() {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--digests] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--no-hearing-leases] [--digests] [--seed S --trace]");
     std::process::exit(2)
 }

@@ -37,6 +37,9 @@ pub struct Shape {
     /// Writes are acknowledged (`Consistency::Acknowledged`; tiered only), drawn apart
     /// from the rest (see [`Shape::draw_acknowledged`]).
     pub acknowledged: bool,
+    /// The tiered replicas' `hearing_lease` when not the default (500 ms), drawn apart
+    /// from the rest (see [`Shape::draw_hearing_lease`]).
+    pub hearing_lease: Option<Duration>,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -84,6 +87,7 @@ impl Shape {
             load_timeout: None,
             fleet_admission: false,
             acknowledged: false,
+            hearing_lease: None,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -112,6 +116,20 @@ impl Shape {
     pub fn draw_acknowledged(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0xac4e_0000_1ed9_ed00);
         self.acknowledged = self.kind == Kind::Tiered && rng.bool();
+    }
+
+    /// A hearing lease other than the default for half the tiered seeds, from a
+    /// generator of its own, so every other seed runs as before: a short one (lapsing
+    /// under a slow network or a freeze, so copies often go unserved) or a long one (a
+    /// replica cut off without a word serves copies for seconds, and a write waits that
+    /// long for it).
+    pub fn draw_hearing_lease(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x4ea2_0000_1ea5_e000);
+        self.hearing_lease = match (self.kind, rng.u8(0..4)) {
+            (Kind::Tiered, 0) => Some(ms(rng.u64(100..300))),
+            (Kind::Tiered, 1) => Some(ms(rng.u64(1000..4000))),
+            _ => None,
+        };
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the
