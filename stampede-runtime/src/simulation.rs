@@ -108,6 +108,14 @@ impl World {
     pub fn leases(&self) -> usize {
         self.0.keys_ending(b":lease")
     }
+
+    /// Each lease granted by a read whose reply was lost that its replica did not release
+    /// within `bound` of the server's next answer to it (frozen and killed replicas
+    /// excused), said in a line: `docs/fleet.md` promises such a lease is released by
+    /// its token as soon as Redis answers.
+    pub fn orphaned_leases_outliving(&self, bound: Duration) -> Vec<String> {
+        self.0.orphans_outliving(bound)
+    }
 }
 
 /// Runs the store's background work (heartbeats, subscriptions, replays) spawned from

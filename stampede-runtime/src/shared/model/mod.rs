@@ -11,9 +11,14 @@
 //! holds the two together: seeded sequences of stampede's commands run against a real
 //! `redis-server` (and a local Redis Cluster) and against the model, and every reply, every
 //! published message and the keyspace after each command must agree.
+//!
+//! A simulation reaches the server through `network.rs`, which also follows the leases
+//! whose granting reply it lost (`orphans.rs`), for the simulator to judge.
 // Only a simulation connects to the model; the differential test drives the server alone.
 #[cfg(feature = "simulation")]
 pub(crate) mod network;
+#[cfg(feature = "simulation")]
+mod orphans;
 pub(crate) mod server;
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! Everything is decided under one lock by one seeded random generator, on a
 //! current-thread runtime whose clock is paused: the same seed and the same program give
 //! the same run.
+use super::orphans::{self, Orphans};
 use super::server::Server;
 use redis::{PushInfo, PushKind, RedisError, RedisResult, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,6 +79,8 @@ struct State {
     replicas: BTreeMap<String, Process>,
     /// Commands run, for a trace.
     commands: u64,
+    /// Leases granted by requests whose reply was lost.
+    orphans: Orphans,
 }
 
 /// One connection's state: its generation (a drop starts a new one), and when its next
@@ -163,6 +166,7 @@ impl World {
                 subscriptions: BTreeMap::new(),
                 replicas: BTreeMap::new(),
                 commands: 0,
+                orphans: Orphans::default(),
             }),
             resumed: Notify::new(),
         })
@@ -266,10 +270,19 @@ impl World {
             }
             let now_us = Self::now_us(&state);
             state.commands += 1;
+            let before = orphans::token_before(&state.server, now_us, &command);
             let executed = state.server.execute(now_us, &command);
+            let grant = orphans::granted(&state.server, now_us, &command, before.as_deref());
+            let State {
+                server, orphans, ..
+            } = &mut *state;
+            orphans.follow(server, now_us, Instant::now());
             self.deliver(&mut state, executed.published);
             if lost_after {
                 state.links.entry(id).or_default().generation += 1;
+                if let Some(grant) = grant {
+                    state.orphans.lost(&replica, grant, Instant::now());
+                }
                 return Err(dropped());
             }
             let State {
@@ -278,14 +291,23 @@ impl World {
             let line = links.entry(id).or_default();
             let leaves = later(Instant::now() + draw(rng, faults.latency), line.leaves);
             line.leaves = Some(leaves);
-            (leaves, executed.reply)
+            (leaves, executed.reply, grant)
         };
-        let (leaves, reply) = leaves;
+        let (leaves, reply, grant) = leaves;
         tokio::time::sleep_until(leaves).await;
         self.wait_while_frozen(&replica).await;
-        match self.state().links.get(&id) {
-            Some(line) if line.generation == generation => Ok(reply),
-            _ => Err(dropped()),
+        let mut state = self.state();
+        let delivered = (state.links.get(&id)).is_some_and(|line| line.generation == generation);
+        match (delivered, grant) {
+            (true, grant) => {
+                state.orphans.answered(&replica, grant, Instant::now());
+                Ok(reply)
+            }
+            (false, Some(grant)) => {
+                state.orphans.lost(&replica, grant, Instant::now());
+                Err(dropped())
+            }
+            (false, None) => Err(dropped()),
         }
     }
 
@@ -655,6 +677,11 @@ impl World {
         state.restarts += 1;
         let run_id = run_id(&mut state.rng);
         state.server.restart(run_id, keep_data);
+        let now_us = Self::now_us(&state);
+        let State {
+            server, orphans, ..
+        } = &mut *state;
+        orphans.follow(server, now_us, Instant::now());
         state.up = true;
         state.paused = false;
         drop(state);
@@ -671,6 +698,10 @@ impl World {
         }
         let key = keys[state.rng.usize(..keys.len())].clone();
         state.server.evict(&key);
+        let State {
+            server, orphans, ..
+        } = &mut *state;
+        orphans.follow(server, now_us, Instant::now());
         Some(key)
     }
 
@@ -699,6 +730,7 @@ impl World {
             .entry(replica.to_owned())
             .or_default()
             .severed = true;
+        state.orphans.excuse(replica);
         for line in state
             .links
             .values_mut()
@@ -718,6 +750,7 @@ impl World {
         let mut state = self.state();
         let process = state.replicas.entry(replica.to_owned()).or_default();
         process.frozen_until = Some(process.frozen_until.map_or(until, |u| u.max(until)));
+        state.orphans.excuse(replica);
     }
 
     /// How many live keys end with `suffix`.
@@ -730,6 +763,21 @@ impl World {
             .iter()
             .filter(|key| key.ends_with(suffix))
             .count()
+    }
+
+    /// Each lease granted by a request whose reply was lost that outlived its replica's
+    /// next answer by more than `bound`, said in a line (see `orphans.rs`).
+    pub(crate) fn orphans_outliving(&self, bound: Duration) -> Vec<String> {
+        let mut state = self.state();
+        let now_us = Self::now_us(&state);
+        let State {
+            server,
+            orphans,
+            start,
+            ..
+        } = &mut *state;
+        orphans.follow(server, now_us, Instant::now());
+        orphans.outliving(bound, Instant::now(), *start)
     }
 
     /// Commands the server ran so far.

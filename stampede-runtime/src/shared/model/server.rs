@@ -163,6 +163,18 @@ impl Server {
         self.keyspace.remove(key).is_some()
     }
 
+    /// The string at `key` if one is alive at `now_us`, and when it expires (Unix
+    /// milliseconds), for a simulator's bookkeeping.
+    pub fn string_at(&self, key: &[u8], now_us: u64) -> Option<(&[u8], Option<u64>)> {
+        match self.keyspace.get(key) {
+            Some(Entry {
+                data: Data::String(value),
+                expires_at,
+            }) if expires_at.is_none_or(|at| now_us / 1000 <= at) => Some((value, *expires_at)),
+            _ => None,
+        }
+    }
+
     /// Every key alive at `now_us`, in order (for a simulator to pick one to evict).
     pub fn keys(&self, now_us: u64) -> Vec<Vec<u8>> {
         let now = now_us / 1000;
