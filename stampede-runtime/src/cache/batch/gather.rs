@@ -278,7 +278,11 @@ where
     }
 
     /// One origin call per chunk of `max_batch` keys, at once; each key's answer to its
-    /// load. When they end, the keys handed over meanwhile are asked for.
+    /// load. When they end, the keys handed over meanwhile are asked for: in a task of
+    /// their own where there is a runtime, since this call may be running inside one
+    /// key's load, which takes its answer only once this returns (asked for here, its
+    /// value would be published, and counted fresh, only when the next call ended: seed
+    /// 37036337 served a value past its policy by that much).
     pub(super) async fn call(&self, mut asked: Vec<Asked<K, V, E>>) {
         if asked.is_empty() {
             return;
@@ -312,10 +316,17 @@ where
                     }
                 }
             }
-            let mut pool = self.pool();
-            pool.in_flight -= 1;
-            running.counted = false;
-            match self.due(&mut pool) {
+            let next = {
+                let mut pool = self.pool();
+                pool.in_flight -= 1;
+                running.counted = false;
+                self.due(&mut pool)
+            };
+            match next {
+                Some(next) if tokio::runtime::Handle::try_current().is_ok() => {
+                    self.spawn(next);
+                    return;
+                }
                 Some(next) => {
                     asked = next;
                     running.counted = true;
