@@ -55,10 +55,10 @@ fn main() {
     if let Some(seed) = only {
         let report = run(seed, &config);
         if trace {
-            print!("{}", report.trace());
+            say(format_args!("{}", report.trace().trim_end()));
         }
         for violation in &report.violations {
-            println!("VIOLATION {violation}");
+            say(format_args!("VIOLATION {violation}"));
         }
         std::process::exit(i32::from(!report.violations.is_empty()));
     }
@@ -69,20 +69,20 @@ fn main() {
         calls += report.calls;
         origin_calls += report.origin_calls;
         if digests {
-            println!(
+            say(format_args!(
                 "seed {seed}: {} calls, {} origin calls, events {:016x}",
                 report.calls,
                 report.origin_calls,
                 report.digest()
-            );
+            ));
         }
         if !report.violations.is_empty() {
-            println!("seed {seed}: {}", report.violations[0]);
+            say(format_args!("seed {seed}: {}", report.violations[0]));
             failed.push(seed);
         }
     }
     let took = started.elapsed();
-    println!(
+    say(format_args!(
         "{seeds} runs ({} replicas, {} operations each{}) in {:.1}s: {:.0} runs/s, {calls} calls, {origin_calls} origin calls, {} failing{}",
         match config.replicas {
             (fewest, most) if fewest == most => fewest.to_string(),
@@ -96,8 +96,17 @@ fn main() {
         failed.first().map_or(String::new(), |seed| format!(
             " (replay the first: --seed {seed} --trace)"
         )),
-    );
+    ));
     std::process::exit(i32::from(!failed.is_empty()));
+}
+
+/// Prints to standard output; once nobody reads it (piped into `head`), stops as a
+/// process that SIGPIPE ended would, without a panic's backtrace.
+fn say(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if writeln!(std::io::stdout().lock(), "{text}").is_err() {
+        std::process::exit(141);
+    }
 }
 
 fn usage(why: &str) -> ! {
