@@ -17,8 +17,9 @@
 //!   servable window is left is taken over, as `docs/fleet.md` states, and overlaps it.
 //! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
 //!   lease and the store's timeouts; never hung. A lease granted by a read whose reply
-//!   was lost is released by its token once the server answers the replica again, within
-//!   [`ORPHAN_RELEASE`] (`docs/fleet.md`), unless the replica was frozen or killed since.
+//!   was lost is released by its token (or the read resent) once the server answers the
+//!   replica again, within [`ORPHAN_RELEASE`] (`docs/fleet.md`), whatever ended the lease
+//!   meanwhile, unless the replica was frozen or killed since.
 //! - **Admission** (f): a replica's origin calls at once never pass its limit.
 //! - **Abandoned in time** (h): with `load_timeout`, no origin call of one key runs past
 //!   it (a batch's shared call is not one load's, and is not bounded by it).
@@ -48,14 +49,15 @@ fn us(duration: Duration) -> u64 {
 /// The network's worst latency one way in a healthy run (see `healthy` in lib.rs).
 const LATENCY: Duration = Duration::from_micros(500);
 
-/// How soon after the server next answers a replica the lease granted by its read whose
-/// reply was lost must be gone: its release is sent at once, or, when that fails, with
-/// what the replica owes, retried every 250 ms; a second loss of the release is allowed
-/// for (two retries, each at most a response timeout).
+/// How soon after the server next answers a replica the release of a lease granted by its
+/// read whose reply was lost must reach the server: it is sent at once, or, when that
+/// fails, with what the replica owes, retried every 250 ms; a second loss of the release
+/// is allowed for (two retries, each at most a response timeout).
 pub const ORPHAN_RELEASE: Duration = Duration::from_millis(1500);
 
 /// Every guarantee `events` broke, a line each. `orphaned`: the leases granted by reads
-/// whose reply was lost that outlived [`ORPHAN_RELEASE`], as the model saw them.
+/// whose reply was lost that were not released within [`ORPHAN_RELEASE`], as the model
+/// saw them.
 pub fn check(
     shape: &Shape,
     faulty: bool,

@@ -376,7 +376,7 @@ async fn simulate(seed: u64, config: &Config) -> Report {
         });
     }
     let leases = if shape.shared() { world.leases() } else { 0 };
-    let orphaned = world.orphaned_leases_outliving(checker::ORPHAN_RELEASE);
+    let orphaned = world.orphaned_leases_unreleased(checker::ORPHAN_RELEASE);
     world.forget();
     let events = history.events();
     let violations = checker::check(&shape, faulty, &events, &quiescent, leases, &orphaned);

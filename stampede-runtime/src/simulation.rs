@@ -110,11 +110,11 @@ impl World {
     }
 
     /// Each lease granted by a read whose reply was lost that its replica did not release
-    /// within `bound` of the server's next answer to it (frozen and killed replicas
-    /// excused), said in a line: `docs/fleet.md` promises such a lease is released by
-    /// its token as soon as Redis answers.
-    pub fn orphaned_leases_outliving(&self, bound: Duration) -> Vec<String> {
-        self.0.orphans_outliving(bound)
+    /// (send its token again) within `bound` of the server's next answer to it (frozen
+    /// and killed replicas excused), said in a line: `docs/fleet.md` promises such a
+    /// lease is released by its token as soon as Redis answers.
+    pub fn orphaned_leases_unreleased(&self, bound: Duration) -> Vec<String> {
+        self.0.orphans_unreleased(bound)
     }
 }
 

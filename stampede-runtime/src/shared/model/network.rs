@@ -273,15 +273,15 @@ impl World {
             let before = orphans::token_before(&state.server, now_us, &command);
             let executed = state.server.execute(now_us, &command);
             let grant = orphans::granted(&state.server, now_us, &command, before.as_deref());
-            let State {
-                server, orphans, ..
-            } = &mut *state;
-            orphans.follow(server, now_us, Instant::now());
+            state.orphans.sent(&replica, &command, Instant::now());
+            if let Some(grant) = &grant {
+                state.orphans.granted(&replica, grant);
+            }
             self.deliver(&mut state, executed.published);
             if lost_after {
                 state.links.entry(id).or_default().generation += 1;
-                if let Some(grant) = grant {
-                    state.orphans.lost(&replica, grant, Instant::now());
+                if let Some(grant) = &grant {
+                    state.orphans.lost(grant, Instant::now());
                 }
                 return Err(dropped());
             }
@@ -300,11 +300,13 @@ impl World {
         let delivered = (state.links.get(&id)).is_some_and(|line| line.generation == generation);
         match (delivered, grant) {
             (true, grant) => {
-                state.orphans.answered(&replica, grant, Instant::now());
+                state
+                    .orphans
+                    .answered(&replica, grant.as_ref(), Instant::now());
                 Ok(reply)
             }
             (false, Some(grant)) => {
-                state.orphans.lost(&replica, grant, Instant::now());
+                state.orphans.lost(&grant, Instant::now());
                 Err(dropped())
             }
             (false, None) => Err(dropped()),
@@ -677,11 +679,6 @@ impl World {
         state.restarts += 1;
         let run_id = run_id(&mut state.rng);
         state.server.restart(run_id, keep_data);
-        let now_us = Self::now_us(&state);
-        let State {
-            server, orphans, ..
-        } = &mut *state;
-        orphans.follow(server, now_us, Instant::now());
         state.up = true;
         state.paused = false;
         drop(state);
@@ -698,10 +695,6 @@ impl World {
         }
         let key = keys[state.rng.usize(..keys.len())].clone();
         state.server.evict(&key);
-        let State {
-            server, orphans, ..
-        } = &mut *state;
-        orphans.follow(server, now_us, Instant::now());
         Some(key)
     }
 
@@ -765,19 +758,11 @@ impl World {
             .count()
     }
 
-    /// Each lease granted by a request whose reply was lost that outlived its replica's
-    /// next answer by more than `bound`, said in a line (see `orphans.rs`).
-    pub(crate) fn orphans_outliving(&self, bound: Duration) -> Vec<String> {
-        let mut state = self.state();
-        let now_us = Self::now_us(&state);
-        let State {
-            server,
-            orphans,
-            start,
-            ..
-        } = &mut *state;
-        orphans.follow(server, now_us, Instant::now());
-        orphans.outliving(bound, Instant::now(), *start)
+    /// Each lease granted by a request whose reply was lost that its replica did not
+    /// release within `bound` of its next answer, said in a line (see `orphans.rs`).
+    pub(crate) fn orphans_unreleased(&self, bound: Duration) -> Vec<String> {
+        let state = self.state();
+        (state.orphans).unreleased(bound, Instant::now(), state.start)
     }
 
     /// Commands the server ran so far.

@@ -1,8 +1,10 @@
 //! Leases granted by a read whose reply was lost, as the model network saw them: the
 //! replica cannot know it holds such a lease, so it must release it by its token as soon
 //! as the server answers it again (`docs/fleet.md`, "the reply granting a lease is
-//! lost"). Each one is followed until it stops naming that token, so a simulator can hold
-//! the promise: how long it lived past the replica's next answer.
+//! lost"). Each one is followed until the replica sends its token again (the release, or
+//! the read resent), so a simulator can hold the promise: how long after the replica's
+//! next answer that came. A lease ended otherwise meanwhile (taken over, expired,
+//! deleted) does not excuse the replica: it cannot know that either.
 use super::server::Server;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -16,18 +18,20 @@ pub(super) struct Grant {
     anew: bool,
 }
 
-/// One orphaned lease.
+/// One lease granted anew, followed from the command that granted it until its reply
+/// reaches the replica (then forgotten) or is lost (then an orphan).
 struct Orphan {
     replica: String,
     lease_key: Vec<u8>,
     token: Vec<u8>,
-    lost_at: Instant,
-    /// When the replica next got a reply.
+    /// When its reply was lost; `None` while on its way.
+    lost_at: Option<Instant>,
+    /// When the replica next got a reply, once it was lost.
     answered: Option<Instant>,
-    /// When the lease stopped naming the token (released, taken over, deleted, expired).
-    ended: Option<Instant>,
-    /// When it expires, as last seen: an expiry is noticed only at the next command.
-    expires: Option<Instant>,
+    /// When the replica sent the token again since the grant (its release, or the read
+    /// resent): a release sent at a timeout may reach the server before the lost reply
+    /// would have reached the replica.
+    sent: Option<Instant>,
     /// Its replica was frozen or killed since: its release waits on that, unjudged.
     excused: bool,
 }
@@ -58,7 +62,7 @@ fn lease_key_and_arguments(command: &[Vec<u8>]) -> Option<(&[u8], &[Vec<u8>])> {
 /// The token at `command`'s lease key now, if any: taken before the command runs.
 pub(super) fn token_before(server: &Server, now_us: u64, command: &[Vec<u8>]) -> Option<Vec<u8>> {
     let (key, _) = lease_key_and_arguments(command)?;
-    let (lease, _) = server.string_at(key, now_us)?;
+    let lease = server.string_at(key, now_us)?;
     token_of(lease).map(<[u8]>::to_vec)
 }
 
@@ -70,7 +74,7 @@ pub(super) fn granted(
     before: Option<&[u8]>,
 ) -> Option<Grant> {
     let (key, arguments) = lease_key_and_arguments(command)?;
-    let (lease, _) = server.string_at(key, now_us)?;
+    let lease = server.string_at(key, now_us)?;
     let token = token_of(lease)?;
     let asked = arguments
         .iter()
@@ -83,35 +87,43 @@ pub(super) fn granted(
 }
 
 impl Orphans {
-    /// `grant`'s reply to `replica` was lost now: an orphan if the lease is new to it.
-    pub(super) fn lost(&mut self, replica: &str, grant: Grant, now: Instant) {
-        if !grant.anew {
-            return;
-        }
-        self.list.push(Orphan {
-            replica: replica.to_owned(),
-            lease_key: grant.lease_key,
-            token: grant.token,
-            lost_at: now,
-            answered: None,
-            ended: None,
-            expires: None,
-            excused: false,
-        });
-    }
-
-    /// `replica` got a reply now, to a command that left `grant` (a read resent after a
-    /// lost reply gets its own lease back: the replica knows it holds it from now on).
-    pub(super) fn answered(&mut self, replica: &str, grant: Option<Grant>, now: Instant) {
-        if let Some(grant) = grant {
-            self.list.retain(|orphan| {
-                orphan.ended.is_some()
-                    || orphan.lease_key != grant.lease_key
-                    || orphan.token != grant.token
+    /// `command` of `replica` ran now and left `grant`: followed if the lease is new to
+    /// it. Called after [`Orphans::sent`] for the same command.
+    pub(super) fn granted(&mut self, replica: &str, grant: &Grant) {
+        if grant.anew {
+            self.list.push(Orphan {
+                replica: replica.to_owned(),
+                lease_key: grant.lease_key.clone(),
+                token: grant.token.clone(),
+                lost_at: None,
+                answered: None,
+                sent: None,
+                excused: false,
             });
         }
+    }
+
+    /// The reply that carried `grant` was lost now: its lease is an orphan.
+    pub(super) fn lost(&mut self, grant: &Grant, now: Instant) {
         for orphan in &mut self.list {
-            if orphan.replica == replica && orphan.answered.is_none() && orphan.lost_at < now {
+            if orphan.lost_at.is_none() && orphan.names(grant) {
+                orphan.lost_at = Some(now);
+            }
+        }
+    }
+
+    /// `replica` got a reply now, to a command that left `grant`: it knows it holds that
+    /// lease (the reply of its grant, or of a read resent after a lost one, which gets its
+    /// own lease back), which is followed no longer.
+    pub(super) fn answered(&mut self, replica: &str, grant: Option<&Grant>, now: Instant) {
+        if let Some(grant) = grant {
+            self.list.retain(|orphan| !orphan.names(grant));
+        }
+        for orphan in &mut self.list {
+            if orphan.replica == replica
+                && orphan.answered.is_none()
+                && orphan.lost_at.is_some_and(|lost| lost < now)
+            {
                 orphan.answered = Some(now);
             }
         }
@@ -120,48 +132,55 @@ impl Orphans {
     /// `replica` was frozen or killed: its leases' releases wait on it.
     pub(super) fn excuse(&mut self, replica: &str) {
         for orphan in &mut self.list {
-            if orphan.replica == replica && orphan.ended.is_none() {
+            if orphan.replica == replica && orphan.sent.is_none() {
                 orphan.excused = true;
             }
         }
     }
 
-    /// Notes which leases still name their tokens, after the server changed.
-    pub(super) fn follow(&mut self, server: &Server, now_us: u64, now: Instant) {
-        for orphan in self.list.iter_mut().filter(|o| o.ended.is_none()) {
-            match server.string_at(&orphan.lease_key, now_us) {
-                Some((lease, expires_ms)) if token_of(lease) == Some(&orphan.token) => {
-                    orphan.expires = expires_ms.map(|at_ms| {
-                        now + Duration::from_micros((at_ms * 1000).saturating_sub(now_us))
-                    });
-                }
-                _ => orphan.ended = Some(orphan.expires.map_or(now, |at| at.min(now))),
+    /// `command` of `replica` reached the server now: the token of each lease followed
+    /// for it that the command carries was sent again.
+    pub(super) fn sent(&mut self, replica: &str, command: &[Vec<u8>], now: Instant) {
+        for orphan in &mut self.list {
+            if orphan.replica == replica
+                && orphan.sent.is_none()
+                && command.contains(&orphan.token)
+            {
+                orphan.sent = Some(now);
             }
         }
     }
 
-    /// Each lease that outlived its replica's next answer by more than `bound`, said in
-    /// a line (times since `start`).
-    pub(super) fn outliving(&self, bound: Duration, now: Instant, start: Instant) -> Vec<String> {
+    /// Each lease whose token its replica did not send again within `bound` of its next
+    /// answer, said in a line (times since `start`).
+    pub(super) fn unreleased(&self, bound: Duration, now: Instant, start: Instant) -> Vec<String> {
         let at = |moment: Instant| moment.saturating_duration_since(start).as_secs_f64();
         let mut found = Vec::new();
         for orphan in self.list.iter().filter(|o| !o.excused) {
-            let Some(answered) = orphan.answered else {
+            let (Some(lost_at), Some(answered)) = (orphan.lost_at, orphan.answered) else {
                 continue;
             };
-            let ended = orphan.ended.unwrap_or(now);
-            if ended.saturating_duration_since(answered) > bound {
+            let sent = orphan.sent.unwrap_or(now);
+            if sent.saturating_duration_since(answered) > bound {
+                let when = match orphan.sent {
+                    Some(sent) => format!("at {:.3}s", at(sent)),
+                    None => "never".to_owned(),
+                };
                 found.push(format!(
-                    "{}: a lease whose grant reply was lost at {:.3}s ({}) lived to {:.3}s, {:?} past the replica's next answer at {:.3}s",
+                    "{}: a lease whose grant reply was lost at {:.3}s ({}) was released {when}, though the server answered the replica at {:.3}s",
                     orphan.replica,
-                    at(orphan.lost_at),
+                    at(lost_at),
                     String::from_utf8_lossy(&orphan.lease_key),
-                    at(ended),
-                    ended.saturating_duration_since(answered),
                     at(answered),
                 ));
             }
         }
         found
+    }
+}
+
+impl Orphan {
+    fn names(&self, grant: &Grant) -> bool {
+        self.lease_key == grant.lease_key && self.token == grant.token
     }
 }

@@ -163,14 +163,13 @@ impl Server {
         self.keyspace.remove(key).is_some()
     }
 
-    /// The string at `key` if one is alive at `now_us`, and when it expires (Unix
-    /// milliseconds), for a simulator's bookkeeping.
-    pub fn string_at(&self, key: &[u8], now_us: u64) -> Option<(&[u8], Option<u64>)> {
+    /// The string at `key` if one is alive at `now_us`, for a simulator's bookkeeping.
+    pub fn string_at(&self, key: &[u8], now_us: u64) -> Option<&[u8]> {
         match self.keyspace.get(key) {
             Some(Entry {
                 data: Data::String(value),
                 expires_at,
-            }) if expires_at.is_none_or(|at| now_us / 1000 <= at) => Some((value, *expires_at)),
+            }) if expires_at.is_none_or(|at| now_us / 1000 <= at) => Some(value),
             _ => None,
         }
     }
