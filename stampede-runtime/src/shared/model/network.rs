@@ -648,7 +648,9 @@ impl World {
 
     /// Stops the server reading and answering (a black hole) until [`World::resume`].
     pub(crate) fn pause(&self) {
-        self.state().paused = true;
+        let mut state = self.state();
+        state.paused = true;
+        state.orphans.outage();
     }
 
     pub(crate) fn resume(&self) {
@@ -661,6 +663,7 @@ impl World {
     pub(crate) fn kill(&self) {
         let mut state = self.state();
         state.up = false;
+        state.orphans.outage();
         for line in state.links.values_mut() {
             line.generation += 1;
         }
@@ -762,7 +765,7 @@ impl World {
     /// release within `bound` of its next answer, said in a line (see `orphans.rs`).
     pub(crate) fn orphans_unreleased(&self, bound: Duration) -> Vec<String> {
         let state = self.state();
-        (state.orphans).unreleased(bound, Instant::now(), state.start)
+        (state.orphans).unreleased(bound, state.start)
     }
 
     /// Commands the server ran so far.

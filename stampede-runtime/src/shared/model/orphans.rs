@@ -26,8 +26,11 @@ struct Orphan {
     token: Vec<u8>,
     /// When its reply was lost; `None` while on its way.
     lost_at: Option<Instant>,
-    /// When the replica next got a reply, once it was lost.
-    answered: Option<Instant>,
+    /// Since when the server has answered the replica without an outage, once the reply
+    /// was lost and while the token was not sent again.
+    answered_since: Option<Instant>,
+    /// The longest the server answered it so, and from when.
+    longest: Option<(Instant, Duration)>,
     /// When the replica sent the token again since the grant (its release, or the read
     /// resent): a release sent at a timeout may reach the server before the lost reply
     /// would have reached the replica.
@@ -96,7 +99,8 @@ impl Orphans {
                 lease_key: grant.lease_key.clone(),
                 token: grant.token.clone(),
                 lost_at: None,
-                answered: None,
+                answered_since: None,
+                longest: None,
                 sent: None,
                 excused: false,
             });
@@ -120,12 +124,25 @@ impl Orphans {
             self.list.retain(|orphan| !orphan.names(grant));
         }
         for orphan in &mut self.list {
-            if orphan.replica == replica
-                && orphan.answered.is_none()
-                && orphan.lost_at.is_some_and(|lost| lost < now)
+            if orphan.replica != replica
+                || orphan.sent.is_some()
+                || orphan.lost_at.is_none_or(|lost| lost >= now)
             {
-                orphan.answered = Some(now);
+                continue;
             }
+            let since = *orphan.answered_since.get_or_insert(now);
+            let answered = now.saturating_duration_since(since);
+            if orphan.longest.is_none_or(|(_, longest)| answered > longest) {
+                orphan.longest = Some((since, answered));
+            }
+        }
+    }
+
+    /// The server stopped answering everyone (killed or paused): an answer before and one
+    /// after do not show it answered in between.
+    pub(super) fn outage(&mut self) {
+        for orphan in &mut self.list {
+            orphan.answered_since = None;
         }
     }
 
@@ -142,36 +159,33 @@ impl Orphans {
     /// for it that the command carries was sent again.
     pub(super) fn sent(&mut self, replica: &str, command: &[Vec<u8>], now: Instant) {
         for orphan in &mut self.list {
-            if orphan.replica == replica
-                && orphan.sent.is_none()
-                && command.contains(&orphan.token)
+            if orphan.replica == replica && orphan.sent.is_none() && command.contains(&orphan.token)
             {
                 orphan.sent = Some(now);
             }
         }
     }
 
-    /// Each lease whose token its replica did not send again within `bound` of its next
-    /// answer, said in a line (times since `start`).
-    pub(super) fn unreleased(&self, bound: Duration, now: Instant, start: Instant) -> Vec<String> {
+    /// Each lease whose replica the server went on answering for longer than `bound`
+    /// before it sent the token again, said in a line (times since `start`).
+    pub(super) fn unreleased(&self, bound: Duration, start: Instant) -> Vec<String> {
         let at = |moment: Instant| moment.saturating_duration_since(start).as_secs_f64();
         let mut found = Vec::new();
         for orphan in self.list.iter().filter(|o| !o.excused) {
-            let (Some(lost_at), Some(answered)) = (orphan.lost_at, orphan.answered) else {
+            let (Some(lost_at), Some((since, answered))) = (orphan.lost_at, orphan.longest) else {
                 continue;
             };
-            let sent = orphan.sent.unwrap_or(now);
-            if sent.saturating_duration_since(answered) > bound {
+            if answered > bound {
                 let when = match orphan.sent {
                     Some(sent) => format!("at {:.3}s", at(sent)),
                     None => "never".to_owned(),
                 };
                 found.push(format!(
-                    "{}: a lease whose grant reply was lost at {:.3}s ({}) was released {when}, though the server answered the replica at {:.3}s",
+                    "{}: a lease whose grant reply was lost at {:.3}s ({}) was released {when}, though the server answered the replica for {answered:?} from {:.3}s",
                     orphan.replica,
                     at(lost_at),
                     String::from_utf8_lossy(&orphan.lease_key),
-                    at(answered),
+                    at(since),
                 ));
             }
         }
