@@ -164,6 +164,7 @@ impl Server {
     }
 
     /// The string at `key` if one is alive at `now_us`, for a simulator's bookkeeping.
+    #[cfg(feature = "simulation")]
     pub fn string_at(&self, key: &[u8], now_us: u64) -> Option<&[u8]> {
         match self.keyspace.get(key) {
             Some(Entry {
