@@ -9,10 +9,12 @@
 //! thread: minutes of fleet time take milliseconds, and the same seed gives the same run.
 //! The [`checker`] then reads the run's [`history`] and names every guarantee it broke.
 pub mod checker;
+mod conditions;
 pub mod fleet;
 pub mod history;
 pub mod shape;
 
+use conditions::{Condition, Conditions};
 use fleet::{Database, Epoch, Origin, Replica, SimError};
 use history::{Event, History, How, Outcome};
 use shape::Shape;
@@ -44,6 +46,10 @@ pub struct Config {
     /// Whether half the tiered seeds draw a hearing lease other than the default (off:
     /// each seed runs as it did before the draw existed).
     pub hearing_leases: bool,
+    /// Whether each fault lasts as long as it was drawn to, whatever overlaps it (off:
+    /// the first of two overlapping pauses to end resumed the server, as each seed ran
+    /// before; see `conditions`).
+    pub faults_end_apart: bool,
 }
 
 impl Default for Config {
@@ -56,6 +62,7 @@ impl Default for Config {
             fleet_admission: true,
             acknowledged: true,
             hearing_leases: true,
+            faults_end_apart: true,
         }
     }
 }
@@ -232,7 +239,7 @@ impl Fault {
 
 /// The healthy network: 50 to 500 µs each way.
 fn healthy() -> Faults {
-    Faults::none((Duration::from_micros(50), Duration::from_micros(500)))
+    conditions::network(false, false)
 }
 
 /// The fleet as the workload sees it: each replica slot's current process.
@@ -281,6 +288,7 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     let faulty = config.faults && shape.shared() && rng.bool();
     let name = format!("sim-{seed:x}");
     let world = World::new(&name, seed.rotate_left(17), healthy(), EPOCH_US);
+    let conditions = Arc::new(Conditions::new(world.clone(), config.faults_end_apart));
     let history = History::default();
     let origin = Origin {
         database: Database::default(),
@@ -337,6 +345,7 @@ async fn simulate(seed: u64, config: &Config) -> Report {
             let context = Context {
                 fleet: fleet.clone(),
                 world: world.clone(),
+                conditions: conditions.clone(),
                 origin: origin.clone(),
                 history: history.clone(),
                 epoch,
@@ -407,6 +416,7 @@ async fn simulate(seed: u64, config: &Config) -> Report {
 struct Context {
     fleet: Fleet,
     world: World,
+    conditions: Arc<Conditions>,
     origin: Origin,
     history: History,
     epoch: Epoch,
@@ -508,6 +518,13 @@ impl Context {
         });
     }
 
+    /// `condition` for `duration`, whatever other faults begin and end meanwhile.
+    async fn lasting(&self, condition: Condition, duration: Duration) {
+        let window = self.conditions.begin(condition);
+        tokio::time::sleep(duration).await;
+        self.conditions.end(window);
+    }
+
     async fn fault(&self, fault: Fault) {
         let at = self.epoch.now();
         self.history.record(Event::Fault {
@@ -515,15 +532,12 @@ impl Context {
             what: format!("{fault:?}"),
         });
         match fault {
-            Fault::Pause(duration) => {
-                self.world.pause();
-                tokio::time::sleep(duration).await;
-                self.world.resume();
-            }
+            Fault::Pause(duration) => self.lasting(Condition::Paused, duration).await,
             Fault::Kill { down, keep_data } => {
                 self.world.kill();
                 tokio::time::sleep(down).await;
                 self.world.restart(keep_data);
+                self.conditions.restarted();
             }
             Fault::Evict(keys) => {
                 for _ in 0..keys {
@@ -535,29 +549,12 @@ impl Context {
                 unheard: Some(unheard),
             } => self.world.drop_subscriptions_silently(0.5, unheard),
             Fault::DropLinks => self.world.drop_links(0.5),
-            Fault::Lossy(duration) => {
-                let mut lossy = healthy();
-                (lossy.lost_before, lossy.lost_after) = (0.05, 0.05);
-                self.world.set_faults(lossy);
-                tokio::time::sleep(duration).await;
-                self.world.set_faults(healthy());
-            }
+            Fault::Lossy(duration) => self.lasting(Condition::Lossy, duration).await,
             Fault::Skew { by_us, duration } => {
-                self.world.set_skew(by_us);
-                tokio::time::sleep(duration).await;
-                self.world.set_skew(0);
+                self.lasting(Condition::Skewed(by_us), duration).await;
             }
-            Fault::NoInfo(duration) => {
-                self.world.set_info_refused(true);
-                tokio::time::sleep(duration).await;
-                self.world.set_info_refused(false);
-            }
-            Fault::Slow(duration) => {
-                let slow = Faults::none((fleet::RESPONSE_TIMEOUT / 2, fleet::RESPONSE_TIMEOUT * 2));
-                self.world.set_faults(slow);
-                tokio::time::sleep(duration).await;
-                self.world.set_faults(healthy());
-            }
+            Fault::NoInfo(duration) => self.lasting(Condition::InfoRefused, duration).await,
+            Fault::Slow(duration) => self.lasting(Condition::Slow, duration).await,
             Fault::Freeze {
                 replica: slot,
                 duration,

@@ -1,6 +1,7 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
 //! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
-//! [--no-acknowledged] [--no-hearing-leases] [--digests] [--seed S --trace]`: runs seeds and reports runs per
+//! [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--digests]
+//! [--seed S --trace]`: runs seeds and reports runs per
 //! second, violations and the first failing seeds; `--seed S --trace` replays one seed
 //! and prints every event; `--digests` prints a line per seed with a digest of its
 //! events, so two soaks of one range can be compared run by run (a seed whose line
@@ -47,6 +48,7 @@ fn main() {
             "--no-fleet-admission" => config.fleet_admission = false,
             "--no-acknowledged" => config.acknowledged = false,
             "--no-hearing-leases" => config.hearing_leases = false,
+            "--faults-end-together" => config.faults_end_apart = false,
             "--trace" => trace = true,
             "--digests" => digests = true,
             other => usage(&format!("unknown argument `{other}`")),
@@ -110,6 +112,6 @@ fn say(text: std::fmt::Arguments<'_>) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--no-hearing-leases] [--digests] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--digests] [--seed S --trace]");
     std::process::exit(2)
 }
