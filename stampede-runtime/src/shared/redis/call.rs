@@ -13,6 +13,11 @@
 //! the call as a success; no answer is a failure. So a healthy server read late never
 //! puts the replica into degraded mode, and a black hole still opens the breaker, a grace
 //! later.
+//!
+//! A call given up on may still send more: a script the server had forgotten is sent again
+//! in full after its `NOSCRIPT`. So a release waits for the calls given up on before it
+//! ([`LateCalls`]): were it sent at once, it could reach the server between the two and
+//! find nothing to release, and the late read's grant would then hold its lease to the end.
 use super::background;
 use super::breaker::{Breaker, Pass};
 use super::connection::Connection;
@@ -20,10 +25,12 @@ use super::{bump, Client, Counters};
 use crate::shared::keys::EntryKey;
 use crate::shared::store::StoreError;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::Notify;
 
 /// How many response timeouts a timed-out call may still answer in and count as alive.
 pub(super) const LATE_GRACE: u32 = 4;
@@ -150,7 +157,8 @@ impl Client {
             Err(_) => {
                 bump(&self.counters.errors);
                 let grace = timeout * LATE_GRACE;
-                background::spawn(judge_late(call, pass, grace, self.counters.clone()));
+                let late = self.late.begin();
+                background::spawn(judge_late(call, pass, grace, self.counters.clone(), late));
                 Err(StoreError::Timeout(timeout))
             }
         }
@@ -195,7 +203,10 @@ async fn judge_late<T>(
     pass: Pass,
     grace: std::time::Duration,
     counters: Arc<Counters>,
+    _late: LateCall,
 ) {
+    // Given up on past its grace, the call is dropped here and sends nothing more; `_late`
+    // ends with it.
     match tokio::time::timeout(grace, call).await {
         Ok(Err(e)) if unusable(&e) => pass.failed(&e.to_string()),
         Ok(_) => {
@@ -203,6 +214,68 @@ async fn judge_late<T>(
             pass.succeeded();
         }
         Err(_) => pass.failed("no answer within the response timeout and its grace"),
+    }
+}
+
+/// The calls given up on whose late part still runs (see [`judge_late`]), numbered in the
+/// order they were given up.
+#[derive(Default)]
+pub(super) struct LateCalls {
+    running: Mutex<Running>,
+    ended: Notify,
+}
+
+#[derive(Default)]
+struct Running {
+    next: u64,
+    numbers: BTreeSet<u64>,
+}
+
+/// One call given up on, until its late part ends (answered, failed, or dropped past its
+/// grace).
+pub(super) struct LateCall {
+    calls: Arc<LateCalls>,
+    number: u64,
+}
+
+impl LateCalls {
+    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn begin(self: &Arc<Self>) -> LateCall {
+        let mut running = self.running();
+        let number = running.next;
+        running.next += 1;
+        running.numbers.insert(number);
+        LateCall {
+            calls: self.clone(),
+            number,
+        }
+    }
+
+    /// Waits until every call given up on before now has ended: at most a grace of
+    /// [`LATE_GRACE`] response timeouts, as none runs longer. Calls given up on later are
+    /// not waited for, so a steady stream of them cannot hold the caller.
+    pub(super) async fn ended_before_now(&self) {
+        let horizon = self.running().next;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let oldest = self.running().numbers.first().copied();
+            if oldest.is_none_or(|oldest| oldest >= horizon) {
+                return;
+            }
+            ended.await;
+        }
+    }
+}
+
+impl Drop for LateCall {
+    fn drop(&mut self) {
+        self.calls.running().numbers.remove(&self.number);
+        self.calls.ended.notify_waiters();
     }
 }
 
@@ -227,4 +300,45 @@ pub(super) fn unusable(error: &RedisError) -> bool {
         _ => false,
     };
     !answered || error.is_io_error() || error.is_connection_dropped() || error.is_timeout()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LateCalls;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_waits_for_the_calls_given_up_before_it_and_no_later_ones() {
+        let calls = Arc::new(LateCalls::default());
+        // None running: no wait.
+        tokio::time::timeout(Duration::from_millis(1), calls.ended_before_now())
+            .await
+            .expect("nothing to wait for");
+
+        let (first, second) = (calls.begin(), calls.begin());
+        let waited = Arc::new(AtomicBool::new(false));
+        let waiter = tokio::spawn({
+            let (calls, waited) = (calls.clone(), waited.clone());
+            async move {
+                calls.ended_before_now().await;
+                waited.store(true, Ordering::SeqCst);
+            }
+        });
+        // Given up on after the wait began: not waited for.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let later = calls.begin();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(second);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!waited.load(Ordering::SeqCst), "the first call still runs");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("the wait ends with the last call before it")
+            .expect("the waiter does not panic");
+        assert!(waited.load(Ordering::SeqCst));
+        drop(later);
+    }
 }

@@ -232,6 +232,8 @@ struct Client {
     listener: Mutex<Option<connection::Listener>>,
     /// Shared with calls finished in the background after their caller gave up.
     counters: Arc<Counters>,
+    /// Calls given up on that may still send: a release waits for them.
+    late: Arc<call::LateCalls>,
     /// The server's clock from the latest script read, taken as of the moment it was
     /// sent: never behind the server, so a value it calls fresh is fresh.
     clock: Mutex<Option<ServerClock>>,
@@ -315,6 +317,7 @@ impl RedisStore {
             listener: Mutex::new(subscriber.connection()),
             scripts: Scripts::new(),
             counters: Arc::default(),
+            late: Arc::default(),
             clock: Mutex::new(None),
             connection: RwLock::new(connection),
             follower,
