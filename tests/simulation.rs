@@ -38,14 +38,15 @@ fn more_seeded_runs_break_no_guarantee() {
 /// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {
-    // Found before `load_timeout`, fleet-wide admission and hearing leases were drawn,
-    // and while the first of two overlapping faults to end ended both: run as they were
-    // then.
+    // Found before `load_timeout`, fleet-wide admission, hearing leases and writers'
+    // delays were drawn, and while the first of two overlapping faults to end ended both:
+    // run as they were then.
     let fleet = Config {
         load_timeouts: false,
         fleet_admission: false,
         hearing_leases: false,
         faults_end_apart: false,
+        tell_delays: false,
         ..Config::default()
     };
     let mixed = Config {
@@ -54,6 +55,7 @@ fn seeds_that_found_bugs_stay_fixed() {
     };
     let current = Config {
         faults_end_apart: false,
+        tell_delays: false,
         ..Config::default()
     };
     let current_mixed = Config {
@@ -161,12 +163,14 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         fleet_admission: false,
         hearing_leases: false,
         faults_end_apart: false,
+        tell_delays: false,
         ..Config::default()
     };
     // As CI's seeds ran when these were found.
     let found_at_2m = Config {
         hearing_leases: false,
         faults_end_apart: false,
+        tell_delays: false,
         ..Config::default()
     };
     let seeds = [

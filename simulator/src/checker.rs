@@ -273,10 +273,10 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
                 Event::Write {
                     key: k,
                     how: How::Insert,
-                    start,
+                    told,
                     end,
                     ..
-                } if *k == key && *end <= s1 => Some((*start, 0)),
+                } if *k == key && *end <= s1 => Some((*told, 0)),
                 _ => None,
             });
             let value_before = loaded.chain(inserted).max();

@@ -54,14 +54,15 @@ pub enum Event {
         abandoned: bool,
         batch: u64,
     },
-    /// A row written, then the cache told: values read below `version` are retired once
-    /// it returned `ok`.
+    /// A row written (at `start`), then the cache told (at `told`): values read below
+    /// `version` are retired once it returned `ok`.
     Write {
         replica: usize,
         key: u64,
         version: u64,
         how: How,
         start: u64,
+        told: u64,
         end: u64,
         ok: bool,
     },
@@ -137,12 +138,17 @@ impl fmt::Display for Event {
                 version,
                 how,
                 start,
+                told,
                 end,
                 ok,
             } => write!(
                 f,
-                "{} write r{replica} k{key} v{version} then {how:?} -> {} at {}",
+                "{} write r{replica} k{key} v{version} then {}{how:?} -> {} at {}",
                 t(start),
+                match told > start {
+                    true => format!("at {} ", t(told)),
+                    false => String::new(),
+                },
                 if *ok { "ok" } else { "error" },
                 t(end)
             ),

@@ -50,6 +50,9 @@ pub struct Config {
     /// the first of two overlapping pauses to end resumed the server, as each seed ran
     /// before; see `conditions`).
     pub faults_end_apart: bool,
+    /// Whether half the seeds' writers tell the cache a while after they wrote the row
+    /// (off: each seed runs as it did before the delay existed).
+    pub tell_delays: bool,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             acknowledged: true,
             hearing_leases: true,
             faults_end_apart: true,
+            tell_delays: true,
         }
     }
 }
@@ -166,10 +170,12 @@ enum Op {
         replica: usize,
         keys: Vec<u64>,
     },
+    /// A row written, then the cache told `tell_after` later.
     Write {
         replica: usize,
         key: u64,
         how: How,
+        tell_after: Duration,
     },
     Fault(Fault),
 }
@@ -282,7 +288,13 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     if config.hearing_leases {
         shape.draw_hearing_lease(seed);
     }
+    if config.tell_delays {
+        shape.draw_tell_delay(seed);
+    }
     let shape = Arc::new(shape);
+    // Each write's delay, from a generator of its own, so the rest of the run is drawn
+    // as before.
+    let mut tells = fastrand::Rng::with_seed(seed ^ 0x7e11_0000_0000_de1a);
     let (fewest, most) = config.replicas;
     let replicas = rng.usize(fewest.max(1)..=most.max(fewest).max(1));
     let faulty = config.faults && shape.shared() && rng.bool();
@@ -325,7 +337,15 @@ async fn simulate(seed: u64, config: &Config) -> Report {
                         hows.push(How::Tag);
                     }
                     let how = hows[rng.usize(0..hows.len())];
-                    Op::Write { replica, key, how }
+                    let tell_after = shape.tell_delay.map_or(Duration::ZERO, |longest| {
+                        Duration::from_micros(tells.u64(0..=longest.as_micros() as u64))
+                    });
+                    Op::Write {
+                        replica,
+                        key,
+                        how,
+                        tell_after,
+                    }
                 }
                 3 if faulty => Op::Fault(Fault::draw(&mut rng, replicas)),
                 4 if shape.batch => {
@@ -427,7 +447,12 @@ impl Context {
         match op {
             Op::Call { replica, key } => self.call(replica, key).await,
             Op::Batch { replica, keys } => self.batch(replica, keys).await,
-            Op::Write { replica, key, how } => self.write(replica, key, how).await,
+            Op::Write {
+                replica,
+                key,
+                how,
+                tell_after,
+            } => self.write(replica, key, how, tell_after).await,
             Op::Fault(fault) => self.fault(fault).await,
         }
     }
@@ -493,7 +518,7 @@ impl Context {
         }
     }
 
-    async fn write(&self, slot: usize, key: u64, how: How) {
+    async fn write(&self, slot: usize, key: u64, how: How, tell_after: Duration) {
         if let Some(until) = self.fleet.frozen_until(slot) {
             tokio::time::sleep_until(until).await;
         }
@@ -501,11 +526,19 @@ impl Context {
         let index = replica.index;
         let start = self.epoch.now();
         let version = self.origin.database.write(key);
-        let told = match how {
+        // A write-through inserts what it wrote at once: inserted late, a row another
+        // writer replaced meanwhile would be the application's lost update, which no cache
+        // can tell from a newer value.
+        if how != How::Insert && !tell_after.is_zero() {
+            tokio::time::sleep(tell_after).await;
+        }
+        // An inserted value is as old as the insert: the runtime counts its age from there.
+        let told = self.epoch.now();
+        let answer = match how {
             How::Invalidate => replica.cache.invalidate(&key).await,
             How::InvalidateAt => replica.cache.invalidate_at(&key, version).await,
             How::Tag => replica.cache.invalidate_tag(&fleet::group(key)).await,
-            How::Insert => replica.cache.insert(key, Some((key, version, start))).await,
+            How::Insert => replica.cache.insert(key, Some((key, version, told))).await,
         };
         self.history.record(Event::Write {
             replica: index,
@@ -513,8 +546,9 @@ impl Context {
             version,
             how,
             start,
+            told,
             end: self.epoch.now(),
-            ok: told.is_ok(),
+            ok: answer.is_ok(),
         });
     }
 

@@ -40,6 +40,10 @@ pub struct Shape {
     /// The tiered replicas' `hearing_lease` when not the default (500 ms), drawn apart
     /// from the rest (see [`Shape::draw_hearing_lease`]).
     pub hearing_lease: Option<Duration>,
+    /// The longest a writer waits between writing a row and telling the cache, when it
+    /// does (an application that commits, then goes on before it invalidates), drawn
+    /// apart from the rest (see [`Shape::draw_tell_delay`]).
+    pub tell_delay: Option<Duration>,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -88,6 +92,7 @@ impl Shape {
             fleet_admission: false,
             acknowledged: false,
             hearing_lease: None,
+            tell_delay: None,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -130,6 +135,15 @@ impl Shape {
             (Kind::Tiered, 1) => Some(ms(rng.u64(1000..4000))),
             _ => None,
         };
+    }
+
+    /// For half the seeds, writers that invalidate up to 5 to 300 ms after they wrote
+    /// the row (a write-through still inserts at once), from a generator of its own, so every other seed runs as before. Another
+    /// replica may load the new row meanwhile, so the invalidation often arrives late for
+    /// the value the store holds.
+    pub fn draw_tell_delay(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x7e11_0000_de1a_7000);
+        self.tell_delay = rng.bool().then(|| ms(rng.u64(5..300)));
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the
