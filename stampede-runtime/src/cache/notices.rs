@@ -34,10 +34,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                 ..held.clone()
             });
         if demoted {
-            // Still under its own fence: a notice at the publish's fence (a late
-            // invalidation: the store holds the newer value already) drops it, since it
-            // holds an older value than the store. A copy this replica no longer hears of
-            // is dropped instead.
+            // Still under its own fence, not the publish's: it holds an older value than
+            // the store, and an invalidation's notice above its own fence drops it. A copy
+            // this replica no longer hears of is dropped instead.
             return (tier.address(key))
                 .is_some_and(|entry| tier.copied(&entry, key, fence, held.generation, since));
         }

@@ -199,10 +199,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
 
     /// Drops `key`'s value because its source changed at `source_version`, unless that
     /// change is already known: an invalidation below the highest version invalidated
-    /// before for this key (its mark), or at or below the version the cached value was read
-    /// at (see [`CacheBuilder::source_version`](crate::CacheBuilder::source_version)),
-    /// arrived late and changes nothing; one exactly at the mark applies again, so a
-    /// retried call is harmless. So invalidations
+    /// before for this key (its mark) arrived late and changes nothing; one at or below the
+    /// version the stored value was read at (see
+    /// [`CacheBuilder::source_version`](crate::CacheBuilder::source_version)) keeps that
+    /// value, and on a shared backend still retires every copy and load read before it
+    /// (another replica's memory may hold an older version); one exactly at the mark
+    /// applies again, so a retried call is harmless. So invalidations
     /// delivered out of order cannot delete a value refreshed from a newer source, and a
     /// value read at a version older than the newest invalidation is answered to its
     /// callers but not stored.
@@ -401,13 +403,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
             }
         };
         match tier.replica.invalidate_at(entry.clone(), version).await {
-            Ok(Invalidated::Fenced { .. }) => {
+            // Late or not, the store raised the fence: this replica's copy and loads go
+            // too, as it hears no notice of its own. Late, the store's value is as new as
+            // the change, but a copy here may be older (lease-less loads share a fence).
+            Ok(Invalidated::Fenced { .. } | Invalidated::Late) => {
                 self.invalidate_here(key);
                 tier.forget(&entry);
-                self.acknowledge(key).await;
-                Ok(())
-            }
-            Ok(Invalidated::Late) => {
                 self.acknowledge(key).await;
                 Ok(())
             }

@@ -36,8 +36,9 @@
 //!   handed out before, so an old publisher can never meet an equal fence again. The
 //!   source-version mark lives in the fence's key, so the two are lost together: a load
 //!   that read before the loss is refused, whatever its version.
-//! - **Source-version mark**: invalidations carry the version of the change; one at or
-//!   below the mark or the stored value's own version arrived late and changes nothing,
+//! - **Source-version mark**: invalidations carry the version of the change; one below
+//!   the mark arrived late and changes nothing; one at or below the stored value's own
+//!   version keeps that value but still raises the fence (a replica's copy may be older);
 //!   and a value read at a version below the mark is not stored (a lagging read replica).
 //! - **Leases named by the replica**: a token the replica chose, so a lease whose grant
 //!   it never heard of is released by that token, and a read sent twice gets its own

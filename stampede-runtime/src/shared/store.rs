@@ -21,9 +21,10 @@
 //!   costs nothing but the write; its callers still get their value.
 //! - [`SharedStore::invalidate`] raises the fence and deletes the value, so a load that
 //!   started before it, on any replica, cannot store its result afterwards.
-//!   [`SharedStore::invalidate_at`] does so only for a source version above both the
-//!   key's high-water mark and the stored value's own version: a late invalidation
-//!   changes nothing.
+//!   [`SharedStore::invalidate_at`] deletes it only for a source version above both the
+//!   key's high-water mark and the stored value's own version: one below the mark
+//!   changes nothing, and one at or below the stored value's version keeps the value but
+//!   still raises the fence (copies elsewhere may be older than the value).
 //! - [`SharedStore::watch`] and [`SharedStore::events`] deliver the notices every
 //!   publish, invalidation and lease release sends on the key's bucket channel (the key
 //!   and its fence; a publish of a small value carries the value too, so a replica

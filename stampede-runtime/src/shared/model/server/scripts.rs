@@ -725,8 +725,7 @@ impl Run<'_> {
         let stored = self.get_string(&self.keys[0].clone());
         let head = header(stored.as_deref());
         let version = version_or_nil(Some(self.arg(3)?));
-        let kept = self.get_fence().unwrap_or_default();
-        let (current, mark) = (kept.fence, kept.mark.clone());
+        let mark = self.get_fence().unwrap_or_default().mark;
         let (channel, replica) = (self.arg(1)?.to_vec(), self.arg(2)?.to_vec());
         if let Some(version) = &version {
             if let Some(mark) = &mark
@@ -737,17 +736,14 @@ impl Run<'_> {
             if let Some(stored_version) = head.as_ref().and_then(|head| head.version.as_ref())
                 && !version_above(version, stored_version)
             {
-                let fence = current.unwrap_or(now * 1024.0);
-                if !self.write_fence(
-                    fence,
-                    Some(version),
-                    kept.recompute,
-                    FENCE_KEEP_MS,
-                    kept.invalidated,
-                    kept.before,
-                ) {
+                // Late for the stored value, which stays; the fence still rises and is
+                // announced, so what was read before it goes (see the script).
+                let stored_fence = head.as_ref().and_then(|head| head.fence);
+                let Some(fence) =
+                    self.raise_fence(now, stored_fence, FENCE_KEEP_MS, Some(version), true)
+                else {
                     return Ok(Value::Int(-2));
-                }
+                };
                 self.notice(&channel, "i", fence, &replica);
                 return Ok(Value::Int(-1));
             }

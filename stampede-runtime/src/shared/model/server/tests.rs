@@ -394,7 +394,7 @@ fn a_publish_a_replica_waits_for_carries_the_envelope_up_to_the_notice_limit() {
 }
 
 #[test]
-fn a_late_invalidate_at_raises_the_mark_and_announces_the_current_fence() {
+fn a_late_invalidate_at_keeps_the_value_and_raises_the_mark_and_the_fence() {
     let mut fixture = Fixture::new();
     let fence = int(&fixture.read(T, "miss", A, -1, -1)[2]) as u64;
     let stored = fixture.publish(
@@ -409,15 +409,30 @@ fn a_late_invalidate_at_raises_the_mark_and_announces_the_current_fence() {
         stored.reply,
         Value::Array(vec![bulk("stored"), Value::Int(1)])
     );
-    // Older than the stored value: the value stays, the mark rises, the fence is announced.
+    // Older than the stored value: the value stays; the mark and the fence rise, and the
+    // new fence is announced, so copies and loads read before it go.
     let late = fixture.invalidate(T + 2, Some(3));
     assert_eq!(late.reply, Value::Int(-1));
-    assert_eq!(late.published, vec![notice("i", fence, &fixture.key)]);
+    let raised = (T + 2) * 1024 + 1;
+    assert_eq!(late.published, vec![notice("i", raised, &fixture.key)]);
     assert_eq!(
         fixture.get(T + 2, &fixture.key.fence()),
-        bulk(&format!("{fence} m{} r20", version_digits(3)))
+        bulk(&format!("{raised} m{} r20 i{raised}", version_digits(3)))
     );
     assert_ne!(fixture.get(T + 2, &fixture.value_key()), Value::Nil);
+    // A load that read before it stores nothing.
+    let before = fixture.publish(
+        T + 2,
+        fence,
+        &envelope(fence, T, Some(5), 10),
+        Some(5),
+        "",
+        "",
+    );
+    assert_eq!(
+        before.reply,
+        Value::Array(vec![bulk("fence"), Value::Int(1)])
+    );
     // Below the mark: nothing at all, not even a notice.
     let later = fixture.invalidate(T + 3, Some(2));
     assert_eq!((later.reply, later.published.len()), (Value::Int(-1), 0));
@@ -426,8 +441,8 @@ fn a_late_invalidate_at_raises_the_mark_and_announces_the_current_fence() {
     fixture.run(T + 4, &[b"DEL", value_key.as_bytes()]);
     let old = fixture.publish(
         T + 5,
-        fence,
-        &envelope(fence, T, Some(2), 10),
+        raised,
+        &envelope(raised, T, Some(2), 10),
         Some(2),
         "",
         "",
