@@ -10,6 +10,7 @@ use super::{notices, Inner, LoadLeader};
 use crate::bounds::{CacheError, CacheKey, LocalValue};
 use crate::clock::Instant;
 use crate::envelope::{Envelope, State};
+use crate::policy::Consistency;
 use crate::shared::keys::EntryKey;
 use crate::shared::store::{Holder, Lease, LeaseFor, LeaseRequest, LeaseToken};
 use crate::shared::tier::{Found, Loading, Tier, Wrote};
@@ -217,6 +218,16 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let tier = self.tier()?;
         let entry = tier.address(key)?;
         let watching = tier.loading(&entry, key).await;
+        // A load deaf to its key (no subscription, or its bucket not confirmed in time) is
+        // detached by no notice. In a cache whose writes are acknowledged, a caller that
+        // comes later does not join it, as while the hearing lease does not hold: the
+        // lease may hold while this key's bucket is not heard, so a write elsewhere may
+        // return (answered by this replica) before this load's value is retired (seed
+        // 50032959: a load begun while Redis was slow was joined after a write elsewhere
+        // returned, and answered the retired value).
+        if watching.since() == 0 && self.policy.consistency() == Consistency::Acknowledged {
+            self.flights.invalidate(key);
+        }
         // Without coalescing every miss calls the origin, on every replica alike.
         let takes_lease = self.policy.coalesce() && self.policy.fleet_lease();
         let reads = Reads {
