@@ -59,6 +59,10 @@ fn seeds_that_found_bugs_stay_fixed() {
         ..Config::default()
     };
     let latest = Config::default();
+    let latest_mixed = Config {
+        replicas: (2, 16),
+        ..Config::default()
+    };
     let before_tells = Config {
         tell_delays: false,
         ..Config::default()
@@ -134,6 +138,10 @@ fn seeds_that_found_bugs_stay_fixed() {
         // Redis was slow, its bucket not confirmed) is joined by nobody later: it was
         // joined after a write elsewhere returned, and answered the retired value.
         (50_032_959, &before_tells),
+        // An insert that began before another replica's invalidation is refused by a
+        // server that lost its own invalidation's record (restarted without its data
+        // between the two): the invalidation was lost with it.
+        (46_015_799, &latest_mixed),
     ];
     for (seed, config) in found {
         let report = run(seed, config);

@@ -26,7 +26,9 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Cache<K, V, E> {
     /// began after this insert began (`invalidate`, `invalidate_at` past this value's
     /// version, a tag it carries), here or on another replica, wins even when this
     /// insert's write reaches the shared store after it; this insert then stores nothing
-    /// and still returns `Ok`.
+    /// and still returns `Ok`. So it does when the store lost its record of this insert's
+    /// own invalidation meanwhile (Redis restarted without its data, or evicted the key's
+    /// fence), which may have taken such an invalidation with it.
     ///
     /// [`Error::Backend`] when the shared store could not take the fence: the value is in
     /// this process's memory, and the invalidation is queued (see [`Cache::invalidate`]).

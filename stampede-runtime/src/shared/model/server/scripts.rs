@@ -647,6 +647,13 @@ impl Run<'_> {
         // or, when its own is the last, the one before it.
         let own = self.arg(11)?.to_vec();
         if !own.is_empty() {
+            // Its own invalidation unknown here: the server lost its fences since, and any
+            // invalidation that came after the insert began with them.
+            if let Some(own) = tonumber(&own)
+                && kept.invalidated.is_none_or(|last| last < own)
+            {
+                return refuse(self, "fence");
+            }
             let other = match kept.invalidated {
                 Some(last) if Some(last) == tonumber(&own) => kept.before,
                 last => last,

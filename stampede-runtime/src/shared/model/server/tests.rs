@@ -872,6 +872,24 @@ fn a_write_through_is_refused_after_another_invalidation_since_it_began() {
 }
 
 #[test]
+fn a_write_through_is_refused_by_a_server_that_lost_its_own_invalidation() {
+    // The insert's invalidation ran; then the server lost its fences (a restart without
+    // its data, an eviction of the fence key), and with them any invalidation that came
+    // after the insert began: its read and publish reach a server with no record of it.
+    let mut fixture = Fixture::new();
+    let own = int(&fixture.invalidate(T + 1, None).reply) as u64;
+    let fence_key = fixture.key.fence();
+    fixture.run(T + 1, &[b"DEL", fence_key.as_bytes()]);
+    let read = fixture.read(T + 2, "refresh", A, -1, -1);
+    let fence = int(&read[2]) as u64;
+    let published = fixture.publish_written_through(T + 3, fence, A, (own, (T - 1) * 1024));
+    assert_eq!(
+        published.reply,
+        Value::Array(vec![bulk("fence"), Value::Int(1)])
+    );
+}
+
+#[test]
 fn a_take_grants_up_to_the_limit_and_records_the_rest_as_waiting() {
     let mut fixture = Fixture::new();
     let (a1, a2, a3) = (

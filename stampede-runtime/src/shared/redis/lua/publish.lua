@@ -26,8 +26,15 @@ if current ~= fence then return refuse('fence') end
 -- and got its invalidation in first). Invalidations raise the fence in order, so one
 -- older than that one is older than the start too.
 if ARGV[11] ~= '' then
+  -- Its own invalidation unknown here: the server lost its fences since (a restart
+  -- without its data, an eviction), and with them any invalidation that came after the
+  -- insert began.
+  local own = tonumber(ARGV[11])
+  if own ~= nil and (kept.invalidated == nil or kept.invalidated < own) then
+    return refuse('fence')
+  end
   local other = kept.invalidated
-  if other ~= nil and other == tonumber(ARGV[11]) then other = kept.before end
+  if other ~= nil and other == own then other = kept.before end
   if other ~= nil and other >= tonumber(ARGV[12]) then return refuse('fence') end
 end
 -- Read before a restart (or on another node before a failover): its fence may be one the
