@@ -142,6 +142,9 @@ fn seeds_that_found_bugs_stay_fixed() {
         // server that lost its own invalidation's record (restarted without its data
         // between the two): the invalidation was lost with it.
         (46_015_799, &latest_mixed),
+        // The harness waits for a replica frozen past the workload's end to thaw before
+        // the quiet period: it replays what it owes only from then.
+        (53_107_459, &latest),
     ];
     for (seed, config) in found {
         let report = run(seed, config);
