@@ -53,23 +53,24 @@ fn seeds_that_found_bugs_stay_fixed() {
         replicas: (2, 16),
         ..fleet
     };
-    let current = Config {
+    // Found with every draw but those added since.
+    let before_faults_apart = Config {
         faults_end_apart: false,
         tell_delays: false,
         ..Config::default()
     };
-    let latest = Config::default();
-    let latest_mixed = Config {
+    let before_faults_apart_mixed = Config {
         replicas: (2, 16),
-        ..Config::default()
+        ..before_faults_apart.clone()
     };
     let before_tells = Config {
         tell_delays: false,
         ..Config::default()
     };
-    let current_mixed = Config {
+    let every_draw = Config::default();
+    let every_draw_mixed = Config {
         replicas: (2, 16),
-        ..current.clone()
+        ..Config::default()
     };
     let found = [
         // A tag's move counted when the origin call starts, not when it ends.
@@ -120,20 +121,20 @@ fn seeds_that_found_bugs_stay_fixed() {
         // A key whose load ran its batch's origin call takes its answer as that call
         // ends, not after the next call the batch made meanwhile (its value was counted
         // fresh from then, and served past its policy).
-        (37_036_337, &current),
+        (37_036_337, &before_faults_apart),
         // The checker counts an inserted value's window from the insert's call, as the
         // runtime counts its age (an acknowledged insert returns a lease later).
-        (37_025_689, &current),
+        (37_025_689, &before_faults_apart),
         // A release of a lease whose read was given up on waits until that read's late
         // part has ended: sent at once, it reached the paused server before the read sent
         // again in full after `NOSCRIPT`, which then took the lease and held it.
-        (39_032_428, &current_mixed),
+        (39_032_428, &before_faults_apart_mixed),
         // An `invalidate_at` late for the value another replica loaded and stored while
         // the writer had not told the cache yet raises the fence: copies older than the
         // stored value under the same fence (lease-less loads share one) go, on another
         // replica and on the writer itself.
-        (30_000_107, &latest),
-        (30_003_243, &latest),
+        (30_000_107, &every_draw),
+        (30_003_243, &every_draw),
         // In a cache whose writes are acknowledged, a load deaf to its key (begun while
         // Redis was slow, its bucket not confirmed) is joined by nobody later: it was
         // joined after a write elsewhere returned, and answered the retired value.
@@ -141,10 +142,10 @@ fn seeds_that_found_bugs_stay_fixed() {
         // An insert that began before another replica's invalidation is refused by a
         // server that lost its own invalidation's record (restarted without its data
         // between the two): the invalidation was lost with it.
-        (46_015_799, &latest_mixed),
+        (46_015_799, &every_draw_mixed),
         // The harness waits for a replica frozen past the workload's end to thaw before
         // the quiet period: it replays what it owes only from then.
-        (53_107_459, &latest),
+        (53_107_459, &every_draw),
     ];
     for (seed, config) in found {
         let report = run(seed, config);

@@ -25,14 +25,22 @@ pub(crate) enum Condition {
     Skewed(i64),
 }
 
+/// The part of the world a condition sets: the network is one setting, lossy or slow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Setting {
+    Server,
+    Network,
+    Info,
+    Clock,
+}
+
 impl Condition {
-    /// What the world holds one of at a time: the network is one setting, lossy or slow.
-    fn setting(self) -> u8 {
+    fn setting(self) -> Setting {
         match self {
-            Condition::Paused => 0,
-            Condition::Lossy | Condition::Slow => 1,
-            Condition::InfoRefused => 2,
-            Condition::Skewed(_) => 3,
+            Condition::Paused => Setting::Server,
+            Condition::Lossy | Condition::Slow => Setting::Network,
+            Condition::InfoRefused => Setting::Info,
+            Condition::Skewed(_) => Setting::Clock,
         }
     }
 }
@@ -56,11 +64,11 @@ struct State {
     next: u64,
     open: BTreeMap<u64, Condition>,
     /// What the world was last set to.
-    set: Set,
+    applied: Applied,
 }
 
 #[derive(Default, Clone, Copy, PartialEq)]
-struct Set {
+struct Applied {
     paused: bool,
     lossy: bool,
     slow: bool,
@@ -108,19 +116,19 @@ impl Conditions {
             .open
             .retain(|_, condition| *condition != Condition::Paused);
         // The restart itself resumed the server.
-        state.set.paused = false;
+        state.applied.paused = false;
         self.apply(&mut state);
     }
 
     /// Sets the world from the windows open, touching only what changed.
     fn apply(&self, state: &mut State) {
         let open = || state.open.values();
-        let latest_network = open().rfind(|c| c.setting() == 1).copied();
+        let latest_network = open().rfind(|c| c.setting() == Setting::Network).copied();
         let network_is = |condition| match self.apart {
             true => open().any(|c| *c == condition),
             false => latest_network == Some(condition),
         };
-        let wanted = Set {
+        let wanted = Applied {
             paused: open().any(|c| *c == Condition::Paused),
             lossy: network_is(Condition::Lossy),
             slow: network_is(Condition::Slow),
@@ -133,7 +141,7 @@ impl Conditions {
                 .next_back()
                 .unwrap_or(0),
         };
-        let set = state.set;
+        let set = state.applied;
         if wanted.paused != set.paused {
             if wanted.paused {
                 self.world.pause();
@@ -150,7 +158,7 @@ impl Conditions {
         if wanted.skew_us != set.skew_us {
             self.world.set_skew(wanted.skew_us);
         }
-        state.set = wanted;
+        state.applied = wanted;
     }
 }
 

@@ -145,9 +145,10 @@ impl fmt::Display for Event {
                 f,
                 "{} write r{replica} k{key} v{version} then {}{how:?} -> {} at {}",
                 t(start),
-                match told > start {
-                    true => format!("at {} ", t(told)),
-                    false => String::new(),
+                if told > start {
+                    format!("at {} ", t(told))
+                } else {
+                    String::new()
                 },
                 if *ok { "ok" } else { "error" },
                 t(end)

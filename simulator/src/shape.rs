@@ -138,9 +138,9 @@ impl Shape {
     }
 
     /// For half the seeds, writers that invalidate up to 5 to 300 ms after they wrote
-    /// the row (a write-through still inserts at once), from a generator of its own, so every other seed runs as before. Another
-    /// replica may load the new row meanwhile, so the invalidation often arrives late for
-    /// the value the store holds.
+    /// the row (a write-through still inserts at once), from a generator of its own, so
+    /// every other seed runs as before. Another replica may load the new row meanwhile,
+    /// so the invalidation often arrives late for the value the store holds.
     pub fn draw_tell_delay(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x7e11_0000_de1a_7000);
         self.tell_delay = rng.bool().then(|| ms(rng.u64(5..300)));

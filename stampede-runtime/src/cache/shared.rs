@@ -219,12 +219,13 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         let entry = tier.address(key)?;
         let watching = tier.loading(&entry, key).await;
         // A load deaf to its key (no subscription, or its bucket not confirmed in time) is
-        // detached by no notice. In a cache whose writes are acknowledged, a caller that
-        // comes later does not join it, as while the hearing lease does not hold: the
-        // lease may hold while this key's bucket is not heard, so a write elsewhere may
-        // return (answered by this replica) before this load's value is retired (seed
-        // 50032959: a load begun while Redis was slow was joined after a write elsewhere
-        // returned, and answered the retired value).
+        // detached by no notice. In a cache whose writes are acknowledged it is fenced
+        // here, as a notice would: a caller that comes later does not join it (as while
+        // the hearing lease does not hold) and memory keeps nothing it loads. The lease
+        // may hold while this key's bucket is not heard, so a write elsewhere may return
+        // (answered by this replica) before this load's value is retired (seed 50032959:
+        // a load begun while Redis was slow was joined after a write elsewhere returned,
+        // and answered the retired value).
         if watching.since() == 0 && self.policy.consistency() == Consistency::Acknowledged {
             self.flights.invalidate(key);
         }
