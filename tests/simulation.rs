@@ -146,6 +146,10 @@ fn seeds_that_found_bugs_stay_fixed() {
         // The harness waits for a replica frozen past the workload's end to thaw before
         // the quiet period: it replays what it owes only from then.
         (53_107_459, &every_draw),
+        // The checker allows a second call after a holder queued past its lease for a
+        // fleet-wide permit: taken over, its publish was refused, and the taker called
+        // the origin once the holder's call had ended.
+        (53_309_026, &every_draw),
     ];
     for (seed, config) in found {
         let report = run(seed, config);

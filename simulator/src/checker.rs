@@ -14,7 +14,9 @@
 //!   origin calls never overlap but across an invalidation or write of the key, and no
 //!   call starts while a value the fleet loaded is still fresh (unless XFetch refreshed it
 //!   early or a write retired it); a refresh still running when too little of the value's
-//!   servable window is left is taken over, as `docs/fleet.md` states, and overlaps it.
+//!   servable window is left is taken over, as `docs/fleet.md` states, and overlaps it;
+//!   so is a load held past the lease's length (an admission queue counts), whose value
+//!   the fence then refuses, so the taker's call may come after it.
 //! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
 //!   lease and the store's timeouts; never hung. A lease granted by a read whose reply
 //!   was lost is released by its token (or the read resent) once the server answers the
@@ -289,8 +291,12 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
                 });
             // A holder whose lease is older than the waiter's own `lease` is taken over
             // (docs/fleet.md): it took the lease with its read, at most `queued` before
-            // its origin call began (the admission queue among it).
-            let outlived_lease = s2 + queued >= s1 + us(shape.lease);
+            // its origin call began (the admission queue among it). Taken over before it
+            // published, its publish is refused by the fence, so the taker's call may
+            // also begin after the holder's ended (seed 53309026: queued 1 s for a
+            // fleet-wide permit under a 1.02 s lease, its value refused; the taker, queued
+            // behind it, called the origin 21 ms after).
+            let outlived_lease = s2.min(e1) + queued >= s1 + us(shape.lease);
             if s2 < e1
                 && !taken_over
                 && !outlived_lease
@@ -301,6 +307,7 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
                 ));
             } else if !failed1
                 && !taken_over
+                && !outlived_lease
                 && shape.xfetch.is_none()
                 && s2 >= e1
                 && s2 + margin < e1 + us(shape.fresh)
