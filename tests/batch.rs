@@ -142,16 +142,21 @@ async fn eight_redis_replicas_asking_for_the_same_hundred_ids_load_each_once() {
     for task in tasks {
         assert_eq!(bounded(task).await.unwrap().unwrap(), expected(1..=100));
     }
-    // A waiter takes a lease over from a holder silent for three beats (its process
-    // stalled, or dead): on a starved 2-core machine running the whole suite that can
-    // happen to a live one, and each takeover is one more load, counted.
+    // A replica takes a lease over from a holder silent for three beats (its process
+    // stalled, or dead), after waiting for it or at its first read: on a starved 2-core
+    // machine running the whole suite that can happen to a live one, and each takeover is
+    // one more load, counted. (Uncounted at a first read, it failed this test now and
+    // then on a loaded machine, and every time with eight copies of it at once.) A read
+    // Redis does not answer in time loads locally: at most one more load per error.
     let takeovers: u64 = replicas.iter().map(|c| c.stats().lease_takeovers).sum();
+    let errors: u64 = replicas.iter().map(|c| c.stats().backend_errors).sum();
     let mut asked = origin.asked();
-    assert_eq!(
-        asked.len() as u64,
-        100 + takeovers,
-        "one load per id and per takeover; per replica (won, lost, waits, takeovers, \
-         expired, backend errors): {:?}",
+    let loads = asked.len() as u64;
+    assert!(
+        (100 + takeovers..=100 + takeovers + errors).contains(&loads),
+        "{loads} loads: one per id and per takeover ({takeovers}), and at most one per \
+         backend error ({errors}); per replica (won, lost, waits, takeovers, expired, \
+         backend errors): {:?}",
         replicas
             .iter()
             .map(|c| {

@@ -73,8 +73,10 @@ pub struct Stats {
     /// Misses that found another replica loading the key (holding its lease) and waited
     /// for that replica's value instead of calling the origin.
     pub lease_waits: u64,
-    /// Waits cut short: the replica holding the lease had not published for longer than
-    /// the key's recompute time warrants, so this one took the lease over and loaded.
+    /// Leases this replica took over: their holder had not published for longer than the
+    /// key's recompute time warrants (or held the lease past this replica's `lease`, or a
+    /// refresh had too little of the stale window left), so this one loaded too. Counted
+    /// whether it waited for the holder first or found it overdue at its first read.
     pub lease_takeovers: u64,
     /// Loaded values the shared store refused: a newer load took the key's lease, an
     /// invalidation passed, or the value was read at a source version older than one

@@ -256,9 +256,6 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
                     found = wait.round(&reads, found, holder, recompute).await;
                     continue;
                 }
-                if wait.is_some() && found.took_over() {
-                    self.counters.lease_takeovers.bump();
-                }
                 // The store found its value servable by the server's clock, so it granted
                 // no lease; by this cache's clock, a moment later, the value has expired.
                 // Loading now would be a load without the lease, next to the replica that
@@ -286,6 +283,12 @@ impl<K: CacheKey, V: LocalValue, E: CacheError> Inner<K, V, E> {
         }
         if found.lease.is_some() {
             self.counters.leases_won.bump();
+        }
+        // Each lease taken from another holder is one more origin call for its key: after
+        // a wait, or at the first read (a holder silent already, as on a starved machine,
+        // or a refresh near the end of the stale window).
+        if found.took_over() {
+            self.counters.lease_takeovers.bump();
         }
         found.refresh = purpose != LeaseFor::Miss;
         let now = self.clock.now();
