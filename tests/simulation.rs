@@ -150,6 +150,10 @@ fn seeds_that_found_bugs_stay_fixed() {
         // fleet-wide permit: taken over, its publish was refused, and the taker called
         // the origin once the holder's call had ended.
         (53_309_026, &every_draw),
+        // ... and counts the value of neither of two calls a takeover allows as the
+        // fleet's: the holder taken over near the end of the stale window called the
+        // origin after the taker had published, and its value was refused.
+        (53_597_221, &every_draw),
     ];
     for (seed, config) in found {
         let report = run(seed, config);

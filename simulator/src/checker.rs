@@ -16,7 +16,8 @@
 //!   early or a write retired it); a refresh still running when too little of the value's
 //!   servable window is left is taken over, as `docs/fleet.md` states, and overlaps it;
 //!   so is a load held past the lease's length (an admission queue counts), whose value
-//!   the fence then refuses, so the taker's call may come after it.
+//!   the fence then refuses, so the taker's call may come after it, and a value of
+//!   either of two such calls is not counted as the fleet's.
 //! - **Bounded waits** (e): every caller is answered: within its deadline, or within the
 //!   lease and the store's timeouts; never hung. A lease granted by a read whose reply
 //!   was lost is released by its token (or the read resent) once the server answers the
@@ -251,63 +252,80 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
     // replica waits for its subscription first) and queue for an admission permit before
     // its origin: a write in between fences it out, and the next load overlaps it.
     let queued = 100_000 + shape.admission.map_or(0, |_| 1_000_000);
+    // Whether a call of `key` starting at `s2` may be a takeover of the lease of the load
+    // whose call ran from `s1` to `e1` (or that load a takeover of its lease).
+    let takeover = |key: u64, s1: u64, e1: u64, s2: u64| {
+        // A refresh held elsewhere is taken over before the value's servable window
+        // ends (its stale window, or its fresh time when XFetch refreshes it early and
+        // it has none), so the window never turns into misses for want of a lease:
+        // near its end, a second call is due. The value is the last one loaded or
+        // inserted before the first call began.
+        // With its recompute time: "too little left" is the runtime's twice that
+        // plus 100 ms (an insert's is none), or one origin call at its slowest. An
+        // inserted value's window counts from the insert's call, as the runtime counts
+        // its age (an acknowledged insert returns up to a hearing lease later: seed
+        // 37025689 was taken over near the end of a window the checker counted from
+        // there).
+        let loaded = origins
+            .iter()
+            .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
+            .map(|&(_, _, s, e, _)| (e, e - s));
+        let inserted = events.iter().filter_map(|event| match event {
+            Event::Write {
+                key: k,
+                how: How::Insert,
+                told,
+                end,
+                ..
+            } if *k == key && *end <= s1 => Some((*told, 0)),
+            _ => None,
+        });
+        let value_before = loaded.chain(inserted).max();
+        let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
+        let taken_over = refreshed
+            && value_before.is_some_and(|(loaded, recompute)| {
+                let stale_ends = loaded + us(shape.fresh + shape.stale);
+                let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
+                s2 + left >= stale_ends
+            });
+        // A holder whose lease is older than the waiter's own `lease` is taken over
+        // (docs/fleet.md): it took the lease with its read, at most `queued` before
+        // its origin call began (the admission queue among it). Taken over before it
+        // published, its publish is refused by the fence, so the taker's call may
+        // also begin after the holder's ended (seed 53309026: queued 1 s for a
+        // fleet-wide permit under a 1.02 s lease, its value refused; the taker, queued
+        // behind it, called the origin 21 ms after).
+        let outlived_lease = s2.min(e1) + queued >= s1 + us(shape.lease);
+        taken_over || outlived_lease
+    };
+    // A load whose lease was taken over publishes nothing (the fence refuses it), and
+    // either of two calls a takeover allows may be that load, whichever began first:
+    // neither's value is counted as one the fleet has (seed 53597221: a refresh queued
+    // for a fleet-wide permit was taken over near the end of the stale window; the taker
+    // published, then the holder called the origin and was refused, and the next refresh
+    // came when the taker's value, not the holder's, was no longer fresh).
+    let mut contested = vec![false; origins.len()];
+    for (i, &(_, key, s1, e1, _)) in origins.iter().enumerate() {
+        for (j, &(_, k2, s2, _, _)) in origins.iter().enumerate().skip(i + 1) {
+            if k2 == key && s2 >= s1 && s2 < e1 + us(shape.fresh) && takeover(key, s1, e1, s2) {
+                contested[i] = true;
+                contested[j] = true;
+            }
+        }
+    }
     for (i, &(r1, key, s1, e1, failed1)) in origins.iter().enumerate() {
         for &(r2, k2, s2, _e2, _) in &origins[i + 1..] {
             if k2 != key || s2 < s1 {
                 continue;
             }
-            // A refresh held elsewhere is taken over before the value's servable window
-            // ends (its stale window, or its fresh time when XFetch refreshes it early and
-            // it has none), so the window never turns into misses for want of a lease:
-            // near its end, a second call is due. The value is the last one loaded or
-            // inserted before the first call began.
-            // With its recompute time: "too little left" is the runtime's twice that
-            // plus 100 ms (an insert's is none), or one origin call at its slowest. An
-            // inserted value's window counts from the insert's call, as the runtime counts
-            // its age (an acknowledged insert returns up to a hearing lease later: seed
-            // 37025689 was taken over near the end of a window the checker counted from
-            // there).
-            let loaded = origins
-                .iter()
-                .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
-                .map(|&(_, _, s, e, _)| (e, e - s));
-            let inserted = events.iter().filter_map(|event| match event {
-                Event::Write {
-                    key: k,
-                    how: How::Insert,
-                    told,
-                    end,
-                    ..
-                } if *k == key && *end <= s1 => Some((*told, 0)),
-                _ => None,
-            });
-            let value_before = loaded.chain(inserted).max();
-            let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
-            let taken_over = refreshed
-                && value_before.is_some_and(|(loaded, recompute)| {
-                    let stale_ends = loaded + us(shape.fresh + shape.stale);
-                    let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
-                    s2 + left >= stale_ends
-                });
-            // A holder whose lease is older than the waiter's own `lease` is taken over
-            // (docs/fleet.md): it took the lease with its read, at most `queued` before
-            // its origin call began (the admission queue among it). Taken over before it
-            // published, its publish is refused by the fence, so the taker's call may
-            // also begin after the holder's ended (seed 53309026: queued 1 s for a
-            // fleet-wide permit under a 1.02 s lease, its value refused; the taker, queued
-            // behind it, called the origin 21 ms after).
-            let outlived_lease = s2.min(e1) + queued >= s1 + us(shape.lease);
-            if s2 < e1
-                && !taken_over
-                && !outlived_lease
-                && !written(key, s1.saturating_sub(queued), s2)
-            {
+            let takeover = takeover(key, s1, e1, s2);
+            if s2 < e1 && !takeover && !written(key, s1.saturating_sub(queued), s2) {
                 violations.push(format!(
                     "(d) k{key}: origin calls overlap across the fleet: r{r1} from {s1} µs to {e1} µs, r{r2} from {s2} µs"
                 ));
             } else if !failed1
-                && !taken_over
-                && !outlived_lease
+                && !takeover
+                && !contested[i]
                 && shape.xfetch.is_none()
                 && s2 >= e1
                 && s2 + margin < e1 + us(shape.fresh)
