@@ -298,6 +298,15 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
         let outlived_lease = s2.min(e1) + queued >= s1 + us(shape.lease);
         taken_over || outlived_lease
     };
+    // Each pair of calls of one key, the second begun after the first, judged once.
+    let mut pairs = Vec::new();
+    for (i, &(_, key, s1, e1, _)) in origins.iter().enumerate() {
+        for (j, &(_, k2, s2, _, _)) in origins.iter().enumerate().skip(i + 1) {
+            if k2 == key && s2 >= s1 {
+                pairs.push((i, j, takeover(key, s1, e1, s2)));
+            }
+        }
+    }
     // A load whose lease was taken over publishes nothing (the fence refuses it), and
     // either of two calls a takeover allows may be that load, whichever began first:
     // neither's value is counted as one the fleet has (seed 53597221: a refresh queued
@@ -305,37 +314,32 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
     // published, then the holder called the origin and was refused, and the next refresh
     // came when the taker's value, not the holder's, was no longer fresh).
     let mut contested = vec![false; origins.len()];
-    for (i, &(_, key, s1, e1, _)) in origins.iter().enumerate() {
-        for (j, &(_, k2, s2, _, _)) in origins.iter().enumerate().skip(i + 1) {
-            if k2 == key && s2 >= s1 && s2 < e1 + us(shape.fresh) && takeover(key, s1, e1, s2) {
-                contested[i] = true;
-                contested[j] = true;
-            }
+    for &(i, j, takeover) in &pairs {
+        let (_, _, _, e1, _) = origins[i];
+        if takeover && origins[j].2 < e1 + us(shape.fresh) {
+            contested[i] = true;
+            contested[j] = true;
         }
     }
-    for (i, &(r1, key, s1, e1, failed1)) in origins.iter().enumerate() {
-        for &(r2, k2, s2, _e2, _) in &origins[i + 1..] {
-            if k2 != key || s2 < s1 {
-                continue;
-            }
-            let takeover = takeover(key, s1, e1, s2);
-            if s2 < e1 && !takeover && !written(key, s1.saturating_sub(queued), s2) {
-                violations.push(format!(
-                    "(d) k{key}: origin calls overlap across the fleet: r{r1} from {s1} µs to {e1} µs, r{r2} from {s2} µs"
-                ));
-            } else if !failed1
-                && !takeover
-                && !contested[i]
-                && shape.xfetch.is_none()
-                && s2 >= e1
-                && s2 + margin < e1 + us(shape.fresh)
-                && !written(key, s1.saturating_sub(queued), s2)
-            {
-                violations.push(format!(
-                    "(d) k{key}: r{r2} called the origin at {s2} µs while r{r1}'s value (loaded until {e1} µs) was fresh for {:?}",
-                    shape.fresh
-                ));
-            }
+    for (i, j, takeover) in pairs {
+        let (r1, key, s1, e1, failed1) = origins[i];
+        let (r2, _, s2, _, _) = origins[j];
+        if s2 < e1 && !takeover && !written(key, s1.saturating_sub(queued), s2) {
+            violations.push(format!(
+                "(d) k{key}: origin calls overlap across the fleet: r{r1} from {s1} µs to {e1} µs, r{r2} from {s2} µs"
+            ));
+        } else if !failed1
+            && !takeover
+            && !contested[i]
+            && shape.xfetch.is_none()
+            && s2 >= e1
+            && s2 + margin < e1 + us(shape.fresh)
+            && !written(key, s1.saturating_sub(queued), s2)
+        {
+            violations.push(format!(
+                "(d) k{key}: r{r2} called the origin at {s2} µs while r{r1}'s value (loaded until {e1} µs) was fresh for {:?}",
+                shape.fresh
+            ));
         }
     }
 }
