@@ -127,7 +127,6 @@ mod origin_errors;
 mod production;
 mod read_your_writes;
 mod shared_store;
-mod simulation;
 mod spans;
 mod tags;
 mod warmup;

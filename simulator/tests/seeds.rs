@@ -1,7 +1,13 @@
-//! The simulated fleet: seeded runs of replicas on a model Redis, with faults, each
-//! checked against the fleet's guarantees (`simulator/src/checker.rs`). A failing seed
+//! The simulated fleet in the test command: seeded runs of replicas on a model Redis, with
+//! faults, each checked against the fleet's guarantees (`src/checker.rs`). A failing seed
 //! replays with `cargo run --release -p stampede-simulator -- --seed S --trace`; CI runs
 //! twenty thousand more with the simulator's own command.
+//!
+//! A binary of its own, not a module of the integration tests': the seeds are all CPU and
+//! wait on nothing, and beside tests that time real Redis calls they starved those calls
+//! into timeouts (a replica that timed out loads alone). Apart, each runs at the machine's
+//! full speed, and the integration tests' binary, which no longer waits for this package to
+//! compile, starts compiling sooner.
 use stampede_simulator::{run, Config};
 
 /// Seeds each of the two seeded tests runs here (they run side by side; a debug build
@@ -221,12 +227,11 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         println!("<<{}>>", traces.join(""));
         return;
     }
-    // The test's name as the harness knows it: its module path without the crate.
-    let module = module_path!().split_once("::").map_or("", |(_, path)| path);
-    let name = format!("{module}::a_seed_replays_bit_for_bit_in_another_process");
+    // The test's name as the harness knows it (the file is its binary's root).
+    let name = "a_seed_replays_bit_for_bit_in_another_process";
     let trace = || {
         let output = std::process::Command::new(std::env::current_exe().expect("own path"))
-            .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
             .env(PRINT_TRACE, "1")
             .output()
             .expect("the test binary runs again");
