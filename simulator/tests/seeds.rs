@@ -4,10 +4,9 @@
 //! twenty thousand more with the simulator's own command.
 //!
 //! A binary of its own, not a module of the integration tests': the seeds are all CPU and
-//! wait on nothing, and beside tests that time real Redis calls they starved those calls
-//! into timeouts (a replica that timed out loads alone). Apart, each runs at the machine's
-//! full speed, and the integration tests' binary, which no longer waits for this package to
-//! compile, starts compiling sooner.
+//! wait on nothing, and beside tests that time real Redis calls they can starve those
+//! calls past their response timeout (a replica whose read timed out loads alone), which
+//! made the integration tests fail when they ran eight at a time.
 use stampede_simulator::{run, Config};
 
 /// Seeds each of the two seeded tests runs here (they run side by side; a debug build
