@@ -53,6 +53,9 @@ pub struct Config {
     /// Whether half the seeds' writers tell the cache a while after they wrote the row
     /// (off: each seed runs as it did before the delay existed).
     pub tell_delays: bool,
+    /// Whether half the seeds with a shared store let notice buckets go idle within the
+    /// run (off: each seed runs as it did before the draw existed).
+    pub short_lingers: bool,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             hearing_leases: true,
             faults_end_apart: true,
             tell_delays: true,
+            short_lingers: true,
         }
     }
 }
@@ -144,6 +148,7 @@ pub fn run(seed: u64, config: &Config) -> Report {
     });
     let report = runtime.block_on(simulate(seed, config));
     simulation::run_store_work_on(None);
+    simulation::set_bucket_linger(None);
     drop(runtime);
     report
 }
@@ -291,6 +296,10 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     if config.tell_delays {
         shape.draw_tell_delay(seed);
     }
+    if config.short_lingers {
+        shape.draw_bucket_linger(seed);
+    }
+    simulation::set_bucket_linger(shape.bucket_linger);
     let shape = Arc::new(shape);
     // Each write's delay, from a generator of its own, so the rest of the run is drawn
     // as before.

@@ -44,6 +44,9 @@ pub struct Shape {
     /// does (an application that commits, then goes on before it invalidates), drawn
     /// apart from the rest (see [`Shape::draw_tell_delay`]).
     pub tell_delay: Option<Duration>,
+    /// How long a notice bucket stays subscribed after its last use, when not the
+    /// production 60 s, drawn apart from the rest (see [`Shape::draw_bucket_linger`]).
+    pub bucket_linger: Option<Duration>,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -93,6 +96,7 @@ impl Shape {
             acknowledged: false,
             hearing_lease: None,
             tell_delay: None,
+            bucket_linger: None,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -144,6 +148,15 @@ impl Shape {
     pub fn draw_tell_delay(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x7e11_0000_de1a_7000);
         self.tell_delay = rng.bool().then(|| ms(rng.u64(5..300)));
+    }
+
+    /// For half the seeds with a shared store, notice buckets that linger 20 ms to 3 s
+    /// after their last use instead of 60 s, from a generator of its own, so every other
+    /// seed runs as before: buckets then go idle, are unsubscribed and subscribed again
+    /// while copies, loads and notices of their keys come and go.
+    pub fn draw_bucket_linger(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xb0c4_0000_11a9_e200);
+        self.bucket_linger = (self.shared() && rng.bool()).then(|| ms(rng.u64(20..3000)));
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the

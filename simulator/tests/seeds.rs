@@ -43,15 +43,16 @@ fn more_seeded_runs_break_no_guarantee() {
 /// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {
-    // Found before `load_timeout`, fleet-wide admission, hearing leases and writers'
-    // delays were drawn, and while the first of two overlapping faults to end ended both:
-    // run as they were then.
+    // Found before `load_timeout`, fleet-wide admission, hearing leases, writers' delays
+    // and short bucket lingers were drawn, and while the first of two overlapping faults
+    // to end ended both: run as they were then.
     let fleet = Config {
         load_timeouts: false,
         fleet_admission: false,
         hearing_leases: false,
         faults_end_apart: false,
         tell_delays: false,
+        short_lingers: false,
         ..Config::default()
     };
     let mixed = Config {
@@ -62,6 +63,7 @@ fn seeds_that_found_bugs_stay_fixed() {
     let before_faults_apart = Config {
         faults_end_apart: false,
         tell_delays: false,
+        short_lingers: false,
         ..Config::default()
     };
     let before_faults_apart_mixed = Config {
@@ -70,12 +72,16 @@ fn seeds_that_found_bugs_stay_fixed() {
     };
     let before_tells = Config {
         tell_delays: false,
+        short_lingers: false,
         ..Config::default()
     };
-    let every_draw = Config::default();
+    let every_draw = Config {
+        short_lingers: false,
+        ..Config::default()
+    };
     let every_draw_mixed = Config {
         replicas: (2, 16),
-        ..Config::default()
+        ..every_draw.clone()
     };
     let found = [
         // A tag's move counted when the origin call starts, not when it ends.
@@ -204,6 +210,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         hearing_leases: false,
         faults_end_apart: false,
         tell_delays: false,
+        short_lingers: false,
         ..Config::default()
     };
     // As CI's seeds ran when these were found.
@@ -211,6 +218,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         hearing_leases: false,
         faults_end_apart: false,
         tell_delays: false,
+        short_lingers: false,
         ..Config::default()
     };
     let seeds = [

@@ -124,3 +124,10 @@ impl World {
 pub fn run_store_work_on(runtime: Option<tokio::runtime::Handle>) {
     crate::shared::background::simulate_on(runtime);
 }
+
+/// How long a notice bucket stays subscribed after its last use ends, for the replicas
+/// of this thread's simulation (`None`: the production value, 60 s). A short one makes
+/// buckets go idle and be subscribed again within a run.
+pub fn set_bucket_linger(linger: Option<Duration>) {
+    crate::shared::redis::simulate_linger(linger);
+}

@@ -47,6 +47,28 @@ pub(crate) const BUCKETS: u16 = 4096;
 /// finds it subscribed and pays no round trip for it.
 pub(crate) const LINGER: Duration = Duration::from_secs(60);
 
+/// [`LINGER`], or a simulation's own on its thread: a short one lets buckets go idle,
+/// and come back, within a simulated run.
+fn linger() -> Duration {
+    #[cfg(feature = "simulation")]
+    if let Some(linger) = SIMULATED_LINGER.with(std::cell::Cell::get) {
+        return linger;
+    }
+    LINGER
+}
+
+#[cfg(feature = "simulation")]
+thread_local! {
+    static SIMULATED_LINGER: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets the linger of buckets released on this thread (a simulation's); `None` goes back
+/// to [`LINGER`].
+#[cfg(feature = "simulation")]
+pub(crate) fn simulate_linger(linger: Option<Duration>) {
+    SIMULATED_LINGER.with(|cell| cell.set(linger));
+}
+
 /// The bucket of `value_key`: FNV-1a, the same in every replica and every build.
 pub(crate) fn bucket_of(value_key: &str) -> u16 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -192,7 +214,7 @@ pub(crate) struct Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         if let Some(client) = self.client.upgrade() {
-            client.interest.release(self.bucket, LINGER);
+            client.interest.release(self.bucket, linger());
         }
     }
 }

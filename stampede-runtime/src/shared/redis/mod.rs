@@ -58,6 +58,8 @@ mod connection;
 mod diagnosis;
 mod hearing;
 mod listen;
+#[cfg(feature = "simulation")]
+pub(crate) use listen::simulate_linger;
 mod notices;
 mod ops;
 mod permits;
