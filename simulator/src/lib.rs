@@ -56,6 +56,9 @@ pub struct Config {
     /// Whether half the seeds with a shared store let notice buckets go idle within the
     /// run (off: each seed runs as it did before the draw existed).
     pub short_lingers: bool,
+    /// Whether a quarter of the seeds with a shared store spread their keys over one to
+    /// four notice buckets (off: each seed runs as it did before the draw existed).
+    pub few_buckets: bool,
 }
 
 impl Default for Config {
@@ -71,6 +74,7 @@ impl Default for Config {
             faults_end_apart: true,
             tell_delays: true,
             short_lingers: true,
+            few_buckets: true,
         }
     }
 }
@@ -149,6 +153,7 @@ pub fn run(seed: u64, config: &Config) -> Report {
     let report = runtime.block_on(simulate(seed, config));
     simulation::run_store_work_on(None);
     simulation::set_bucket_linger(None);
+    simulation::set_notice_buckets(None);
     drop(runtime);
     report
 }
@@ -299,7 +304,11 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     if config.short_lingers {
         shape.draw_bucket_linger(seed);
     }
+    if config.few_buckets {
+        shape.draw_notice_buckets(seed);
+    }
     simulation::set_bucket_linger(shape.bucket_linger);
+    simulation::set_notice_buckets(shape.notice_buckets);
     let shape = Arc::new(shape);
     // Each write's delay, from a generator of its own, so the rest of the run is drawn
     // as before.

@@ -47,6 +47,9 @@ pub struct Shape {
     /// How long a notice bucket stays subscribed after its last use, when not the
     /// production 60 s, drawn apart from the rest (see [`Shape::draw_bucket_linger`]).
     pub bucket_linger: Option<Duration>,
+    /// How many notice buckets the keys are spread over, when not the production 4096,
+    /// drawn apart from the rest (see [`Shape::draw_notice_buckets`]).
+    pub notice_buckets: Option<u16>,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -97,6 +100,7 @@ impl Shape {
             hearing_lease: None,
             tell_delay: None,
             bucket_linger: None,
+            notice_buckets: None,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -157,6 +161,15 @@ impl Shape {
     pub fn draw_bucket_linger(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0xb0c4_0000_11a9_e200);
         self.bucket_linger = (self.shared() && rng.bool()).then(|| ms(rng.u64(20..3000)));
+    }
+
+    /// For a quarter of the seeds with a shared store, one to four notice buckets
+    /// instead of 4096, from a generator of its own, so every other seed runs as before:
+    /// keys then share buckets, and one key's loads, copies and notices keep or let go of
+    /// another's subscription.
+    pub fn draw_notice_buckets(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xb0c4_0000_0fe3_b000);
+        self.notice_buckets = (self.shared() && rng.u8(0..4) == 0).then(|| rng.u16(1..=4));
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the

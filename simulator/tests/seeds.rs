@@ -53,6 +53,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         faults_end_apart: false,
         tell_delays: false,
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     let mixed = Config {
@@ -64,6 +65,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         faults_end_apart: false,
         tell_delays: false,
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     let before_faults_apart_mixed = Config {
@@ -73,10 +75,12 @@ fn seeds_that_found_bugs_stay_fixed() {
     let before_tells = Config {
         tell_delays: false,
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     let every_draw = Config {
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     let every_draw_mixed = Config {
@@ -211,6 +215,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         faults_end_apart: false,
         tell_delays: false,
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     // As CI's seeds ran when these were found.
@@ -219,6 +224,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         faults_end_apart: false,
         tell_delays: false,
         short_lingers: false,
+        few_buckets: false,
         ..Config::default()
     };
     let seeds = [

@@ -131,3 +131,10 @@ pub fn run_store_work_on(runtime: Option<tokio::runtime::Handle>) {
 pub fn set_bucket_linger(linger: Option<Duration>) {
     crate::shared::redis::simulate_linger(linger);
 }
+
+/// How many notice buckets the keys of this thread's simulation are spread over (`None`:
+/// the production count, 4096). A few make keys share buckets, so one key's loads,
+/// copies and notices keep or let go of another's subscription.
+pub fn set_notice_buckets(buckets: Option<u16>) {
+    crate::shared::redis::simulate_buckets(buckets);
+}

@@ -60,6 +60,15 @@ fn linger() -> Duration {
 #[cfg(feature = "simulation")]
 thread_local! {
     static SIMULATED_LINGER: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+    static SIMULATED_BUCKETS: std::cell::Cell<Option<u16>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets how many buckets the keys of replicas on this thread (a simulation's) are spread
+/// over; `None` goes back to [`BUCKETS`]. Every replica of one simulation must see the
+/// same count, as every build does.
+#[cfg(feature = "simulation")]
+pub(crate) fn simulate_buckets(buckets: Option<u16>) {
+    SIMULATED_BUCKETS.with(|cell| cell.set(buckets.map(|n| n.max(1))));
 }
 
 /// Sets the linger of buckets released on this thread (a simulation's); `None` goes back
@@ -76,7 +85,16 @@ pub(crate) fn bucket_of(value_key: &str) -> u16 {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    (hash % u64::from(BUCKETS)) as u16
+    (hash % u64::from(buckets())) as u16
+}
+
+/// [`BUCKETS`], or a simulation's own on its thread: a few make keys share buckets.
+fn buckets() -> u16 {
+    #[cfg(feature = "simulation")]
+    if let Some(buckets) = SIMULATED_BUCKETS.with(std::cell::Cell::get) {
+        return buckets;
+    }
+    BUCKETS
 }
 
 /// The channel of `bucket` under the prefix's channel `channel`.

@@ -59,7 +59,7 @@ mod diagnosis;
 mod hearing;
 mod listen;
 #[cfg(feature = "simulation")]
-pub(crate) use listen::simulate_linger;
+pub(crate) use listen::{simulate_buckets, simulate_linger};
 mod notices;
 mod ops;
 mod permits;
