@@ -182,6 +182,9 @@ impl Replica {
         if let Some(limit) = shape.load_timeout {
             policy = policy.load_timeout(limit);
         }
+        if let Some(capacity) = shape.capacity {
+            policy = policy.capacity(capacity);
+        }
         if shape.acknowledged {
             policy = policy.consistency(Consistency::Acknowledged);
         }

@@ -59,6 +59,9 @@ pub struct Config {
     /// Whether a quarter of the seeds with a shared store spread their keys over one to
     /// four notice buckets (off: each seed runs as it did before the draw existed).
     pub few_buckets: bool,
+    /// Whether a quarter of the seeds keep one to three entries in each replica's memory
+    /// (off: each seed runs as it did before the draw existed).
+    pub small_memories: bool,
 }
 
 impl Default for Config {
@@ -75,6 +78,7 @@ impl Default for Config {
             tell_delays: true,
             short_lingers: true,
             few_buckets: true,
+            small_memories: true,
         }
     }
 }
@@ -306,6 +310,9 @@ async fn simulate(seed: u64, config: &Config) -> Report {
     }
     if config.few_buckets {
         shape.draw_notice_buckets(seed);
+    }
+    if config.small_memories {
+        shape.draw_capacity(seed);
     }
     simulation::set_bucket_linger(shape.bucket_linger);
     simulation::set_notice_buckets(shape.notice_buckets);

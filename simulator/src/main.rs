@@ -1,8 +1,8 @@
 //! `cargo run --release -p stampede-simulator -- [--seeds N] [--first S] [--replicas R|A-B]
 //! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
 //! [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--no-tell-delays]
-//! [--no-short-lingers] [--no-few-buckets] [--digests] [--seed S --trace]`: runs seeds and
-//! reports runs per second, violations and the first failing seeds; `--seed S --trace`
+//! [--no-short-lingers] [--no-few-buckets] [--no-small-memories] [--digests]
+//! [--seed S --trace]`: runs seeds and reports runs per second, violations and the first failing seeds; `--seed S --trace`
 //! replays one seed and prints every event; `--digests` prints a line per seed with a
 //! digest of its events, so two soaks of one range can be compared run by run (a seed
 //! whose line differs did not replay bit for bit).
@@ -52,6 +52,7 @@ fn main() {
             "--no-tell-delays" => config.tell_delays = false,
             "--no-short-lingers" => config.short_lingers = false,
             "--no-few-buckets" => config.few_buckets = false,
+            "--no-small-memories" => config.small_memories = false,
             "--trace" => trace = true,
             "--digests" => digests = true,
             other => usage(&format!("unknown argument `{other}`")),
@@ -115,6 +116,6 @@ fn say(text: std::fmt::Arguments<'_>) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--no-tell-delays] [--no-short-lingers] [--no-few-buckets] [--digests] [--seed S --trace]");
+    eprintln!("stampede-simulator: {why}\nusage: stampede-simulator [--seeds N] [--first S] [--replicas R|A-B] [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission] [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--no-tell-delays] [--no-short-lingers] [--no-few-buckets] [--no-small-memories] [--digests] [--seed S --trace]");
     std::process::exit(2)
 }

@@ -50,6 +50,9 @@ pub struct Shape {
     /// How many notice buckets the keys are spread over, when not the production 4096,
     /// drawn apart from the rest (see [`Shape::draw_notice_buckets`]).
     pub notice_buckets: Option<u16>,
+    /// How many entries each replica's memory holds, when fewer than the keys may need
+    /// (else the default), drawn apart from the rest (see [`Shape::draw_capacity`]).
+    pub capacity: Option<u64>,
     /// Each caller's deadline.
     pub timeout: Option<Duration>,
     /// The origin call's own deadline (`load_timeout`), drawn apart from the rest (see
@@ -101,6 +104,7 @@ impl Shape {
             tell_delay: None,
             bucket_linger: None,
             notice_buckets: None,
+            capacity: None,
             origin: (ms(origin_low), ms(origin_low + rng.u64(0..300))),
             origin_failures: if rng.u8(0..4) == 0 { 0.1 } else { 0.0 },
             keys: rng.u64(1..6),
@@ -170,6 +174,14 @@ impl Shape {
     pub fn draw_notice_buckets(&mut self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0xb0c4_0000_0fe3_b000);
         self.notice_buckets = (self.shared() && rng.u8(0..4) == 0).then(|| rng.u16(1..=4));
+    }
+
+    /// For a quarter of the seeds, a memory of one to three entries, from a generator of
+    /// its own, so every other seed runs as before: with more keys than that, memory
+    /// evicts values, copies and their bookkeeping as the workload goes on.
+    pub fn draw_capacity(&mut self, seed: u64) {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xca9a_0000_c17e_0000);
+        self.capacity = (rng.u8(0..4) == 0).then(|| rng.u64(1..=3));
     }
 
     /// The permits a replica takes on its own while the store cannot be reached: the

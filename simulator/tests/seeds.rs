@@ -54,6 +54,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         tell_delays: false,
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     let mixed = Config {
@@ -66,6 +67,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         tell_delays: false,
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     let before_faults_apart_mixed = Config {
@@ -76,11 +78,13 @@ fn seeds_that_found_bugs_stay_fixed() {
         tell_delays: false,
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     let every_draw = Config {
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     let every_draw_mixed = Config {
@@ -216,6 +220,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         tell_delays: false,
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     // As CI's seeds ran when these were found.
@@ -225,6 +230,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         tell_delays: false,
         short_lingers: false,
         few_buckets: false,
+        small_memories: false,
         ..Config::default()
     };
     let seeds = [
