@@ -20,14 +20,19 @@ fn seeds(first: u64) {
         .unwrap_or(SEEDS);
     let config = Config::default();
     for seed in first..first + count {
-        let report = run(seed, &config);
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:#?}\n{}",
-            report.violations,
-            report.trace()
-        );
+        passes(seed, &config);
     }
+}
+
+/// Runs `seed`, failing with its broken guarantees and its trace.
+fn passes(seed: u64, config: &Config) {
+    let report = run(seed, config);
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed}: {:#?}\n{}",
+        report.violations,
+        report.trace()
+    );
 }
 
 #[test]
@@ -41,12 +46,11 @@ fn more_seeded_runs_break_no_guarantee() {
 }
 
 /// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
-#[test]
-fn seeds_that_found_bugs_stay_fixed() {
-    // Found before `load_timeout`, fleet-wide admission, hearing leases, writers' delays
-    // and short bucket lingers were drawn, and while the first of two overlapping faults
-    // to end ended both: run as they were then.
-    let fleet = Config {
+/// The seeds as they ran before any draw was added to the first shapes (`load_timeout`,
+/// fleet-wide admission, hearing leases, writers' delays, bucket lingers and counts, small
+/// memories), and while the first of two overlapping faults to end ended both.
+fn as_first_drawn() -> Config {
+    Config {
         load_timeouts: false,
         fleet_admission: false,
         hearing_leases: false,
@@ -56,36 +60,36 @@ fn seeds_that_found_bugs_stay_fixed() {
         few_buckets: false,
         small_memories: false,
         ..Config::default()
-    };
+    }
+}
+
+#[test]
+fn seeds_that_found_bugs_stay_fixed() {
+    // Found before the later draws: run as they were then.
+    let fleet = as_first_drawn();
     let mixed = Config {
         replicas: (2, 16),
         ..fleet
     };
-    // Found with every draw but those added since.
-    let before_faults_apart = Config {
-        faults_end_apart: false,
-        tell_delays: false,
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
-    };
-    let before_faults_apart_mixed = Config {
-        replicas: (2, 16),
-        ..before_faults_apart.clone()
-    };
-    let before_tells = Config {
-        tell_delays: false,
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
-    };
+    // Found with every draw of its day: none of the bucket and memory draws added since,
+    // and for some, neither the writers' delays nor faults that end apart.
     let every_draw = Config {
         short_lingers: false,
         few_buckets: false,
         small_memories: false,
         ..Config::default()
+    };
+    let before_tells = Config {
+        tell_delays: false,
+        ..every_draw.clone()
+    };
+    let before_faults_apart = Config {
+        faults_end_apart: false,
+        ..before_tells.clone()
+    };
+    let before_faults_apart_mixed = Config {
+        replicas: (2, 16),
+        ..before_faults_apart.clone()
     };
     let every_draw_mixed = Config {
         replicas: (2, 16),
@@ -175,13 +179,7 @@ fn seeds_that_found_bugs_stay_fixed() {
         (53_597_221, &every_draw),
     ];
     for (seed, config) in found {
-        let report = run(seed, config);
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:#?}\n{}",
-            report.violations,
-            report.trace()
-        );
+        passes(seed, config);
     }
 }
 
@@ -213,15 +211,7 @@ const PRINT_TRACE: &str = "STAMPEDE_SIMULATION_PRINT_TRACE";
 fn a_seed_replays_bit_for_bit_in_another_process() {
     let mixed = Config {
         replicas: (2, 16),
-        load_timeouts: false,
-        fleet_admission: false,
-        hearing_leases: false,
-        faults_end_apart: false,
-        tell_delays: false,
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
+        ..as_first_drawn()
     };
     // As CI's seeds ran when these were found.
     let found_at_2m = Config {
