@@ -285,34 +285,30 @@ impl Fleet {
     }
 }
 
+/// A draw of part of a seed's shape, from the seed.
+type Draw = fn(&mut Shape, u64);
+
 async fn simulate(seed: u64, config: &Config) -> Report {
     let started = Instant::now();
     let epoch = Epoch(started);
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_5eed_5eed_5eed);
     let mut shape = Shape::draw(&mut rng);
-    if config.load_timeouts {
-        shape.draw_load_timeout(seed);
-    }
-    if config.fleet_admission {
-        shape.draw_fleet_admission(seed);
-    }
-    if config.acknowledged {
-        shape.draw_acknowledged(seed);
-    }
-    if config.hearing_leases {
-        shape.draw_hearing_lease(seed);
-    }
-    if config.tell_delays {
-        shape.draw_tell_delay(seed);
-    }
-    if config.short_lingers {
-        shape.draw_bucket_linger(seed);
-    }
-    if config.few_buckets {
-        shape.draw_notice_buckets(seed);
-    }
-    if config.small_memories {
-        shape.draw_capacity(seed);
+    // Each drawn apart from the rest of the shape, from a generator of its own and in
+    // this order, so a flag turned off runs every seed as it ran before its draw existed.
+    let draws: [(bool, Draw); 8] = [
+        (config.load_timeouts, Shape::draw_load_timeout),
+        (config.fleet_admission, Shape::draw_fleet_admission),
+        (config.acknowledged, Shape::draw_acknowledged),
+        (config.hearing_leases, Shape::draw_hearing_lease),
+        (config.tell_delays, Shape::draw_tell_delay),
+        (config.short_lingers, Shape::draw_bucket_linger),
+        (config.few_buckets, Shape::draw_notice_buckets),
+        (config.small_memories, Shape::draw_capacity),
+    ];
+    for (on, draw) in draws {
+        if on {
+            draw(&mut shape, seed);
+        }
     }
     simulation::set_bucket_linger(shape.bucket_linger);
     simulation::set_notice_buckets(shape.notice_buckets);

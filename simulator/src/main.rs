@@ -2,10 +2,10 @@
 //! [--operations N] [--no-faults] [--no-load-timeouts] [--no-fleet-admission]
 //! [--no-acknowledged] [--no-hearing-leases] [--faults-end-together] [--no-tell-delays]
 //! [--no-short-lingers] [--no-few-buckets] [--no-small-memories] [--digests]
-//! [--seed S --trace]`: runs seeds and reports runs per second, violations and the first failing seeds; `--seed S --trace`
-//! replays one seed and prints every event; `--digests` prints a line per seed with a
-//! digest of its events, so two soaks of one range can be compared run by run (a seed
-//! whose line differs did not replay bit for bit).
+//! [--seed S --trace]`: runs seeds and reports runs per second, violations and the first
+//! failing seeds; `--seed S --trace` replays one seed and prints every event; `--digests`
+//! prints a line per seed with a digest of its events, so two soaks of one range can be
+//! compared run by run (a seed whose line differs did not replay bit for bit).
 use stampede_simulator::{run, Config};
 use std::time::Instant;
 

@@ -45,7 +45,16 @@ fn more_seeded_runs_break_no_guarantee() {
     seeds(1_000_000);
 }
 
-/// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
+/// The seeds as they ran before the bucket and memory draws (every other draw on).
+fn before_bucket_draws() -> Config {
+    Config {
+        short_lingers: false,
+        few_buckets: false,
+        small_memories: false,
+        ..Config::default()
+    }
+}
+
 /// The seeds as they ran before any draw was added to the first shapes (`load_timeout`,
 /// fleet-wide admission, hearing leases, writers' delays, bucket lingers and counts, small
 /// memories), and while the first of two overlapping faults to end ended both.
@@ -56,13 +65,11 @@ fn as_first_drawn() -> Config {
         hearing_leases: false,
         faults_end_apart: false,
         tell_delays: false,
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
+        ..before_bucket_draws()
     }
 }
 
+/// Seeds that once found a wrong answer, kept passing: each names the fix it pins.
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {
     // Found before the later draws: run as they were then.
@@ -71,14 +78,9 @@ fn seeds_that_found_bugs_stay_fixed() {
         replicas: (2, 16),
         ..fleet
     };
-    // Found with every draw of its day: none of the bucket and memory draws added since,
-    // and for some, neither the writers' delays nor faults that end apart.
-    let every_draw = Config {
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
-    };
+    // Found with every draw of its day, and for some, neither the writers' delays nor
+    // faults that end apart.
+    let every_draw = before_bucket_draws();
     let before_tells = Config {
         tell_delays: false,
         ..every_draw.clone()
@@ -218,10 +220,7 @@ fn a_seed_replays_bit_for_bit_in_another_process() {
         hearing_leases: false,
         faults_end_apart: false,
         tell_delays: false,
-        short_lingers: false,
-        few_buckets: false,
-        small_memories: false,
-        ..Config::default()
+        ..before_bucket_draws()
     };
     let seeds = [
         (20_800_009, mixed),
