@@ -6,11 +6,14 @@ alone for each N. Prints the wall and CPU time of each rebuild.
 
     python3 scripts/build-cost.py [--release] [N ...]     (default: 1 11 21)
 
-The dependencies' first build takes a few minutes; measure with nothing else running.
+The crate starts from the repository's `Cargo.lock` (the versions the tests use) and
+builds with Cargo's default profiles, as a user's crate would. The dependencies' first
+build takes a few minutes; measure with nothing else running.
 """
 import os
 import pathlib
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +71,7 @@ def main():
             "tokio = { version = \"1\", features = [\"rt-multi-thread\", \"macros\"] }\n"
             "serde = { version = \"1\", features = [\"derive\"] }\n\n[workspace]\n"
         )
+        shutil.copy(ROOT / "Cargo.lock", project / "Cargo.lock")
         (project / "src" / "main.rs").write_text(source(1))
         print("building the dependencies once ...", flush=True)
         build(project, release)
