@@ -281,10 +281,23 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
             _ => None,
         });
         let value_before = loaded.chain(inserted).max();
+        // The taker counts "its last recompute time" from what it knows: its memory's
+        // copy (an older value, loaded more slowly) or the one the holder's lease
+        // recorded. So any value of the key loaded before the taker's call may set it
+        // (seed 53820336: a replica serving its own older copy, recomputed in 333 ms,
+        // took over a refresh queued for a fleet-wide permit 0.1 s before the checker,
+        // counting the store's 260 ms, allowed).
+        let slowest = origins
+            .iter()
+            .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s2)
+            .map(|&(_, _, s, e, _)| e - s)
+            .max()
+            .unwrap_or(0);
         let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
         let taken_over = refreshed
             && value_before.is_some_and(|(loaded, recompute)| {
                 let stale_ends = loaded + us(shape.fresh + shape.stale);
+                let recompute = recompute.max(slowest);
                 let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
                 s2 + left >= stale_ends
             });

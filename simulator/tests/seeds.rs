@@ -97,6 +97,8 @@ fn seeds_that_found_bugs_stay_fixed() {
         replicas: (2, 16),
         ..every_draw.clone()
     };
+    // Found with every draw of today.
+    let today = Config::default();
     let found = [
         // A tag's move counted when the origin call starts, not when it ends.
         (136, &fleet),
@@ -179,6 +181,13 @@ fn seeds_that_found_bugs_stay_fixed() {
         // fleet's: the holder taken over near the end of the stale window called the
         // origin after the taker had published, and its value was refused.
         (53_597_221, &every_draw),
+        // Each lease release a replica owes is sent apart from the others: on a slow
+        // network one whose answer always came late held the rest back, a lease whose
+        // grant reply was lost among them, for 3.9 s while Redis answered the replica.
+        (53_847_654, &today),
+        // The checker counts "too little left" for a takeover with the slowest recompute
+        // of the key the taker may know (its own older copy's), not only the store's.
+        (53_820_336, &today),
     ];
     for (seed, config) in found {
         passes(seed, config);
