@@ -7,6 +7,12 @@
 //! (moka's `Expiry`) measured 25 ns more per hit (see the benchmark notes in
 //! `docs/performance.md`).
 //!
+//! moka holds each envelope as `Arc<dyn Any>`, not as `Arc<Envelope<V>>`: moka is generic
+//! over what it holds, and its code compiled once per value type was nearly half of
+//! what each cached function with a value type of its own added to a build. Typed, it is
+//! compiled once per key type instead; a hit pays one type-id compare to get the
+//! envelope back.
+//!
 //! Keys are hashed with foldhash instead of moka's default SipHash: about 130 fewer
 //! instructions per lookup of a `u64` key. Its seeds come from the operating system's
 //! random source (through std's `RandomState`) once per process and once per cache, so
@@ -15,6 +21,7 @@ use crate::envelope::Envelope;
 use crate::policy::Policy;
 use foldhash::fast::SeedableRandomState;
 use foldhash::SharedSeed;
+use std::any::Any;
 #[cfg(not(feature = "simulation"))]
 use std::collections::hash_map::RandomState;
 #[cfg(not(feature = "simulation"))]
@@ -29,10 +36,17 @@ const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// Told of each entry memory lets go of: its key and generation.
 type Dropped<K> = Box<dyn Fn(&K, u64) + Send + Sync>;
 
+/// An envelope as moka holds it: an `Arc<Envelope<V>>` of the memory's own `V`, and
+/// nothing else ever.
+type Held = Arc<dyn Any + Send + Sync>;
+
 pub(crate) struct Memory<K, V> {
     /// Behind an `Arc`: moka clones what it returns, and a hit needs the value and two
-    /// deadlines, not a copy of every field of the envelope.
-    entries: moka::sync::Cache<K, Arc<Envelope<V>>, SeedableRandomState>,
+    /// deadlines, not a copy of every field of the envelope. Untyped (see the module's
+    /// comment); [`typed`] gives each its type back.
+    entries: moka::sync::Cache<K, Held, SeedableRandomState>,
+    /// The value type every envelope in `entries` holds.
+    value: std::marker::PhantomData<fn() -> V>,
     /// The replica's hearing lease, once a tiered cache connected to the shared store:
     /// what a heard copy is served under.
     lease: std::sync::OnceLock<Arc<crate::hearing::HearingLease>>,
@@ -69,17 +83,18 @@ where
             None => builder,
         };
         let builder = match dropped {
-            Some(dropped) => {
-                builder.eviction_listener(move |key: Arc<K>, envelope: Arc<Envelope<V>>, cause| {
-                    if cause != moka::notification::RemovalCause::Replaced {
-                        dropped(&key, envelope.generation);
-                    }
-                })
-            }
+            Some(dropped) => builder.eviction_listener(move |key: Arc<K>, held: Held, cause| {
+                if cause != moka::notification::RemovalCause::Replaced
+                    && let Some(envelope) = held.downcast_ref::<Envelope<V>>()
+                {
+                    dropped(&key, envelope.generation);
+                }
+            }),
             None => builder,
         };
         Memory {
             entries: builder.build_with_hasher(seeded_hasher()),
+            value: std::marker::PhantomData,
             lease: std::sync::OnceLock::new(),
         }
     }
@@ -92,8 +107,7 @@ where
     /// The envelope held for `key`, shared with the store: what the hit path reads.
     #[inline(always)]
     pub(crate) fn get_arc(&self, key: &K) -> Option<Arc<Envelope<V>>> {
-        self.entries
-            .get(key)
+        self.get_unchecked(key)
             .filter(|held| self.unless_retired(key, held))
     }
 
@@ -101,7 +115,7 @@ where
     /// only a plain one ([`Envelope::plain`]) and checks the others.
     #[inline(always)]
     pub(crate) fn get_unchecked(&self, key: &K) -> Option<Arc<Envelope<V>>> {
-        self.entries.get(key)
+        self.entries.get(key).and_then(typed)
     }
 
     /// Whether `held` may be served as far as its tags and the hearing lease go; one whose
@@ -132,7 +146,7 @@ where
     }
 
     pub(crate) fn insert(&self, key: K, envelope: Envelope<V>) {
-        self.entries.insert(key, Arc::new(envelope));
+        self.entries.insert(key, Arc::new(envelope) as Held);
     }
 
     /// How many values memory holds, after moka's pending maintenance (so entries that
@@ -157,23 +171,50 @@ where
     where
         K: Clone,
     {
-        use moka::ops::compute::Op;
-        let mut replaced = false;
-        self.entries
-            .entry(key.clone())
-            .and_compute_with(|held| match held {
-                Some(held) if held.value().generation == generation => {
-                    replaced = true;
-                    Op::Put(Arc::new(replace(held.value())))
-                }
-                _ => Op::Nop,
-            });
-        replaced
+        let mut replace = Some(replace);
+        let mut replacement = |held: &Held| {
+            let held = held.downcast_ref::<Envelope<V>>()?;
+            let replace = replace.take().filter(|_| held.generation == generation)?;
+            Some(Arc::new(replace(held)) as Held)
+        };
+        replace_with(&self.entries, key.clone(), &mut replacement)
     }
 
     pub(crate) fn invalidate_all(&self) {
         self.entries.invalidate_all();
     }
+}
+
+/// Puts `replacement(held)` in place of `key`'s entry, if there is one and it gives one;
+/// `true` if it did. Apart from [`Memory::replace_if`] and given a `dyn` closure, so moka's
+/// compute is compiled once per key type, not once per value type as well.
+fn replace_with<K>(
+    entries: &moka::sync::Cache<K, Held, SeedableRandomState>,
+    key: K,
+    replacement: &mut dyn FnMut(&Held) -> Option<Held>,
+) -> bool
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    use moka::ops::compute::Op;
+    let mut replaced = false;
+    entries.entry(key).and_compute_with(|held| {
+        match held.and_then(|held| replacement(held.value())) {
+            Some(new) => {
+                replaced = true;
+                Op::Put(new)
+            }
+            None => Op::Nop,
+        }
+    });
+    replaced
+}
+
+/// The envelope `held` is, typed again. Memory holds `Envelope<V>`s of its own `V` only,
+/// so this never answers `None` but for a mistake, which would read as a miss.
+#[inline(always)]
+fn typed<V: Send + Sync + 'static>(held: Held) -> Option<Arc<Envelope<V>>> {
+    held.downcast::<Envelope<V>>().ok()
 }
 
 /// The longest an entry of `policy` stays in memory: the longest it can be served. `None`
