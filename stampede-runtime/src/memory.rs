@@ -9,9 +9,9 @@
 //!
 //! moka holds each envelope as `Arc<dyn Any>`, not as `Arc<Envelope<V>>`: moka is generic
 //! over what it holds, and its code compiled once per value type was nearly half of
-//! what each cached function with a value type of its own added to a build. Typed, it is
-//! compiled once per key type instead; a hit pays one type-id compare to get the
-//! envelope back.
+//! what each cached function with a value type of its own added to a build. Holding them
+//! untyped, moka is compiled once per key type instead; a hit pays one type-id compare to
+//! get its envelope back.
 //!
 //! Keys are hashed with foldhash instead of moka's default SipHash: about 130 fewer
 //! instructions per lookup of a `u64` key. Its seeds come from the operating system's
