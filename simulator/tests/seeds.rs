@@ -188,6 +188,9 @@ fn seeds_that_found_bugs_stay_fixed() {
         // The checker counts "too little left" for a takeover with the slowest recompute
         // of the key the taker may know (its own older copy's), not only the store's.
         (53_820_336, &today),
+        // The model counts no time the server was paused as time it answered a replica,
+        // even when a reply that left as the pause began arrived during it.
+        (70_259_145, &today),
     ];
     for (seed, config) in found {
         passes(seed, config);

@@ -138,8 +138,8 @@ impl Orphans {
         }
     }
 
-    /// The server stopped answering everyone (killed or paused): an answer before and one
-    /// after do not show it answered in between.
+    /// The server stopped answering everyone (killed or paused), or answers again after a
+    /// pause: an answer before and one after do not show it answered in between.
     pub(super) fn outage(&mut self) {
         for orphan in &mut self.list {
             orphan.answered_since = None;
