@@ -259,9 +259,8 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
         // ends (its stale window, or its fresh time when XFetch refreshes it early and
         // it has none), so the window never turns into misses for want of a lease:
         // near its end, a second call is due. The value is the last one loaded or
-        // inserted before the first call began.
-        // With its recompute time: "too little left" is the runtime's twice that
-        // plus 100 ms (an insert's is none), or one origin call at its slowest. An
+        // inserted before the first call began. "Too little left" is the runtime's
+        // twice a recompute time plus 100 ms, or one origin call at its slowest. An
         // inserted value's window counts from the insert's call, as the runtime counts
         // its age (an acknowledged insert returns up to a hearing lease later: seed
         // 37025689 was taken over near the end of a window the checker counted from
@@ -269,7 +268,7 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
         let loaded = origins
             .iter()
             .filter(|&&(_, k, _, e, failed)| k == key && !failed && e <= s1)
-            .map(|&(_, _, s, e, _)| (e, e - s));
+            .map(|&(_, _, _, e, _)| e);
         let inserted = events.iter().filter_map(|event| match event {
             Event::Write {
                 key: k,
@@ -277,7 +276,7 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
                 told,
                 end,
                 ..
-            } if *k == key && *end <= s1 => Some((*told, 0)),
+            } if *k == key && *end <= s1 => Some(*told),
             _ => None,
         });
         let value_before = loaded.chain(inserted).max();
@@ -295,10 +294,9 @@ fn one_origin_call(shape: &Shape, events: &[Event], violations: &mut Vec<String>
             .unwrap_or(0);
         let refreshed = shape.stale > Duration::ZERO || shape.xfetch.is_some();
         let taken_over = refreshed
-            && value_before.is_some_and(|(loaded, recompute)| {
+            && value_before.is_some_and(|loaded| {
                 let stale_ends = loaded + us(shape.fresh + shape.stale);
-                let recompute = recompute.max(slowest);
-                let left = us(shape.origin.1).max(2 * recompute) + 100_000 + margin;
+                let left = us(shape.origin.1).max(2 * slowest) + 100_000 + margin;
                 s2 + left >= stale_ends
             });
         // A holder whose lease is older than the waiter's own `lease` is taken over

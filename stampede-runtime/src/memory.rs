@@ -174,8 +174,10 @@ where
         let mut replace = Some(replace);
         let mut replacement = |held: &Held| {
             let held = held.downcast_ref::<Envelope<V>>()?;
-            let replace = replace.take().filter(|_| held.generation == generation)?;
-            Some(Arc::new(replace(held)) as Held)
+            if held.generation != generation {
+                return None;
+            }
+            Some(Arc::new(replace.take()?(held)) as Held)
         };
         replace_with(&self.entries, key.clone(), &mut replacement)
     }
