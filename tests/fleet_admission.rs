@@ -183,8 +183,11 @@ async fn eight_replicas_flushing_two_thousand_keys_stay_within_the_fleet_limit_a
         "fleet limit {FLEET_LIMIT}: at most {max} origin calls at once, {average:.1} on average while queued, {took:?}"
     );
     assert!(max <= FLEET_LIMIT, "{max} origin calls at once");
+    // Busy, not idle between permits: a quiet machine keeps about 36 of the 40 calls
+    // running, a starved one (eight replicas' tasks beside the other tests on two cores)
+    // about 30. A permit given back late (at its `permit_ttl`, say) would leave a few.
     assert!(
-        average >= 0.8 * FLEET_LIMIT as f64,
+        average >= 0.6 * FLEET_LIMIT as f64,
         "{average:.1} origin calls at once on average while work was queued"
     );
     for runtime in &replicas {

@@ -71,13 +71,13 @@ impl Origin {
         bounded(loaded).await.expect("a value")
     }
 
-    /// Loads `key` on `cache` until it answers something else than `retired` (a memory
-    /// copy goes when the notice that retired it arrives).
-    async fn until_retired(&self, cache: &Tagged, key: u64, retired: &str) -> String {
+    /// Loads `key` on `cache` until it answers something else than the `retired` values
+    /// (a memory copy goes when the notice that retired it arrives).
+    async fn until_retired(&self, cache: &Tagged, key: u64, retired: &[String]) -> String {
         bounded(async {
             loop {
                 let served = self.load(cache, key).await;
-                if served != retired {
+                if !retired.contains(&served) {
                     return served;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -91,6 +91,11 @@ impl Origin {
 /// makes one origin call for the fleet; an invalidation on one replica reaches every
 /// other's memory (only its notice can drop those copies); so does a tag's; nothing is
 /// reported wrong with the settings.
+///
+/// The one call of the herd is the promise of a fleet whose replicas keep running. A
+/// holder starved of the CPU past its beats (a busy test machine stalls a thread for
+/// hundreds of milliseconds) is taken over, as the fleet guide says of a frozen replica:
+/// one more origin call per takeover, which the caches count.
 async fn core_scenarios(replicas: &[Runtime], name: &str) {
     let caches: Vec<Tagged> = replicas.iter().map(|r| tagged(r, name)).collect();
     let origin = Origin::default();
@@ -105,28 +110,49 @@ async fn core_scenarios(replicas: &[Runtime], name: &str) {
     for caller in herd {
         answers.push(bounded(caller).await.unwrap());
     }
-    let stats: Vec<_> = replicas.iter().map(Runtime::backend_stats).collect();
+    let stats: Vec<_> = (replicas.iter().zip(&caches))
+        .map(|(replica, cache)| (replica.backend_stats(), cache.stats()))
+        .collect();
+    let takeovers: u64 = stats.iter().map(|(_, cache)| cache.lease_takeovers).sum();
     assert!(
-        answers.iter().all(|a| a == "v1"),
+        takeovers > 0 || answers.iter().all(|a| a == "v1"),
         "{name}: {answers:?} {stats:#?}"
     );
-    assert_eq!(origin.calls(), 1, "{name}: one origin call for the fleet");
+    let herd_calls = origin.calls();
+    assert!(
+        (1..=1 + takeovers as usize).contains(&herd_calls),
+        "{name}: one origin call for the fleet, and one per takeover ({takeovers}): {herd_calls} {stats:#?}"
+    );
 
     bounded(caches[0].invalidate(&1)).await.unwrap();
-    assert_eq!(origin.load(&caches[0], 1).await, "v2");
+    let reload = format!("v{}", herd_calls + 1);
+    assert_eq!(origin.load(&caches[0], 1).await, reload);
     for cache in &caches[1..] {
-        assert_eq!(origin.until_retired(cache, 1, "v1").await, "v2");
+        assert_eq!(origin.until_retired(cache, 1, &answers).await, reload);
     }
-    assert_eq!(origin.calls(), 2, "{name}: the others read the reload");
+    assert_eq!(
+        origin.calls(),
+        herd_calls + 1,
+        "{name}: the others read the reload"
+    );
 
     bounded(replicas[0].invalidate_tag("group:1"))
         .await
         .unwrap();
-    assert_eq!(origin.load(&caches[0], 1).await, "v3");
+    assert_eq!(
+        origin.load(&caches[0], 1).await,
+        format!("v{}", herd_calls + 2)
+    );
     for cache in &caches[1..] {
-        assert_ne!(origin.until_retired(cache, 1, "v2").await, "v1");
+        let served = origin
+            .until_retired(cache, 1, std::slice::from_ref(&reload))
+            .await;
+        assert!(!answers.contains(&served), "{name}: {served}");
     }
-    assert!(origin.calls() >= 3, "{name}: a tag reaches every replica");
+    assert!(
+        origin.calls() > herd_calls + 1,
+        "{name}: a tag reaches every replica"
+    );
 
     for replica in replicas {
         let stats = replica.backend_stats().expect("connected");

@@ -11,7 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::RedisServer;
 
+/// A replica patient with Redis: these tests count origin calls across replicas, which a
+/// Redis call timed out on a starved machine would add (see [`common::patient_replica`]).
 fn replica(backend: Backend) -> Runtime {
+    common::patient_replica(backend)
+}
+
+/// A replica with the default response timeout (250 ms), for the tests of what a slow or
+/// unreachable Redis costs.
+fn hurried(backend: Backend) -> Runtime {
     Runtime::builder().backend(backend).build().unwrap()
 }
 
@@ -412,8 +420,8 @@ async fn with_redis_killed_every_caller_is_answered_once_per_key_per_replica_the
         return;
     };
     let replicas = [
-        replica(Backend::redis(redis.url())),
-        replica(Backend::redis(redis.url())),
+        hurried(Backend::redis(redis.url())),
+        hurried(Backend::redis(redis.url())),
     ];
     // A value loaded while Redis is unreachable is served from memory for the stale
     // window (no invalidation can reach it meanwhile): one here.
@@ -464,7 +472,7 @@ async fn with_redis_black_holed_callers_are_answered_within_the_response_timeout
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let runtime = replica(Backend::redis(redis.url()));
+    let runtime = hurried(Backend::redis(redis.url()));
     let cache = cache(&runtime, "black-hole");
     let origin = Counted::default();
     assert_eq!(origin.load(&cache, 1, "one").await, Ok("one".into()));
@@ -486,8 +494,8 @@ async fn an_invalidation_the_store_cannot_take_is_queued_and_replayed() {
         return;
     };
     let (one, other) = (
-        replica(Backend::redis(redis.url())),
-        replica(Backend::redis(redis.url())),
+        hurried(Backend::redis(redis.url())),
+        hurried(Backend::redis(redis.url())),
     );
     let (first, second) = (cache(&one, "queued"), cache(&other, "queued"));
     let origin = Counted::default();
