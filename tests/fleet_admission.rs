@@ -182,7 +182,21 @@ async fn eight_replicas_flushing_two_thousand_keys_stay_within_the_fleet_limit_a
     println!(
         "fleet limit {FLEET_LIMIT}: at most {max} origin calls at once, {average:.1} on average while queued, {took:?}"
     );
-    assert!(max <= FLEET_LIMIT, "{max} origin calls at once");
+    // A renewal that came later than `permit_ttl` (a replica starved of the CPU that
+    // long, as a paused one) lost its permit while its call ran: the guide's bound is
+    // then the limit again above it, and the renewal counts it as lapsed.
+    let lapsed: u64 = (replicas.iter())
+        .map(|runtime| runtime.fleet_admission("db").unwrap().lapsed)
+        .sum();
+    let bound = if lapsed == 0 {
+        FLEET_LIMIT
+    } else {
+        2 * FLEET_LIMIT
+    };
+    assert!(
+        max <= bound,
+        "{max} origin calls at once ({lapsed} permits lapsed)"
+    );
     // Busy, not idle between permits: a quiet machine keeps about 36 of the 40 calls
     // running, a starved one (eight replicas' tasks beside the other tests on two cores)
     // about 30. A permit given back late (at its `permit_ttl`, say) would leave a few.

@@ -232,12 +232,8 @@ async fn a_wait_for_another_replicas_load_is_a_span_naming_that_replica() {
     let recorded = Recorded::default();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(recorded.clone()));
-    let replica = || {
-        Runtime::builder()
-            .backend(stampede::Backend::redis(redis.url()))
-            .build()
-            .unwrap()
-    };
+    // Patient with Redis: a call timed out on a busy machine would load here instead.
+    let replica = || common::patient_replica(stampede::Backend::redis(redis.url()));
     let (owner, other) = (replica(), replica());
     let policy = || {
         Policy::builder("traced-fleet")
@@ -271,7 +267,13 @@ async fn a_wait_for_another_replicas_load_is_a_span_naming_that_replica() {
     common::eventually(|| waiting.stats().lease_waits == 1).await;
     release.notify_one();
     assert_eq!(bounded(held).await.unwrap(), Ok(7));
-    assert_eq!(bounded(waiter).await.unwrap(), Ok(7), "the owner's value");
+    // The owner's beats keep its lease; a machine that starves them past the waiter's
+    // patience (300 ms) has the waiter take it over and load too, as documented.
+    let answer = bounded(waiter).await.unwrap();
+    let took_over = waiting.stats().lease_takeovers;
+    if took_over == 0 {
+        assert_eq!(answer, Ok(7), "the owner's value");
+    }
     let id = owner.replica_id().expect("connected");
     let waits: Vec<Fields> = {
         let spans = recorded.spans.lock().unwrap();
@@ -289,9 +291,9 @@ async fn a_wait_for_another_replicas_load_is_a_span_naming_that_replica() {
         .filter(|load| load.get("outcome").map(String::as_str) == Some("loaded"))
         .collect();
     assert_eq!(
-        loaded.len(),
-        1,
-        "one origin call, the owner's: {:?}",
+        loaded.len() as u64,
+        1 + took_over,
+        "one origin call, the owner's (and one per takeover): {:?}",
         recorded.loads()
     );
 }
