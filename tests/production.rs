@@ -99,7 +99,9 @@ impl Origin {
 /// The one call of the herd is the promise of a fleet whose replicas keep running. A
 /// holder starved of the CPU past its beats (a busy test machine stalls a thread for
 /// hundreds of milliseconds) is taken over, as the fleet guide says of a frozen replica:
-/// one more origin call per takeover, which the caches count.
+/// one more origin call per takeover, which the caches count. A takeover of a holder
+/// that was not silent is the simulated fleet's to catch (on simulated time nothing
+/// starves, and without a fault its checker allows no second call).
 async fn core_scenarios(replicas: &[Runtime], name: &str) {
     let caches: Vec<Tagged> = replicas.iter().map(|r| tagged(r, name)).collect();
     for cache in &caches {

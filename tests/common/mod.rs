@@ -75,13 +75,21 @@ pub async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
 
 /// Awaits `done`, polled within [`DEADLINE`]: for the effects of background work that
 /// has no signal of its own (a detached load landing in the store).
-pub async fn eventually(mut done: impl FnMut() -> bool) {
-    bounded(async {
+pub async fn eventually(done: impl FnMut() -> bool) {
+    eventually_within(DEADLINE, done).await
+}
+
+/// [`eventually`] within `limit`: for background work sized past [`DEADLINE`] on a busy
+/// machine (thousands of calls to replay).
+pub async fn eventually_within(limit: Duration, mut done: impl FnMut() -> bool) {
+    let polled = async {
         while !done() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-    })
-    .await
+    };
+    tokio::time::timeout(limit, polled)
+        .await
+        .expect("a wait in this test overran its deadline")
 }
 
 /// Awaits the end of every load of `cache` (the store is written before a flight ends).
